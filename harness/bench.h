@@ -1,0 +1,9 @@
+// Google Benchmark suites run by `sparsebench bench SUITE`; each registers its benchmarks at run time.
+#pragma once
+
+namespace sb {
+
+void register_graph_benchmarks();   // harness/bench_graphs.cpp
+void register_kernel_benchmarks();  // harness/bench_kernels.cpp
+
+}  // namespace sb

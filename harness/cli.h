@@ -1,0 +1,48 @@
+// Command-line plumbing shared by the sparsebench subcommands: option parsing and the command table.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace sb {
+
+// Parses "--name value", "--name=value" and boolean "--flag" options plus positional arguments.
+// Options listed in `flags` take no value; options may repeat (get_all). Unknown options are
+// rejected by check_known() with a message naming them.
+class Args {
+ public:
+  Args(const std::vector<std::string>& argv, const std::set<std::string>& flags);
+
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  bool flag(const std::string& name) const { return has(name); }
+  std::string str(const std::string& name, const std::string& fallback) const;
+  std::optional<std::string> maybe(const std::string& name) const;
+  std::vector<std::string> all(const std::string& name) const;
+  int64_t integer(const std::string& name, int64_t fallback) const;
+  double real(const std::string& name, double fallback) const;
+  // Throws sb::Error for any option not in `known` (flags included automatically).
+  void check_known(const std::set<std::string>& known) const;
+
+ private:
+  std::set<std::string> flags_;
+  std::vector<std::string> positional_;
+  std::map<std::string, std::vector<std::string>> values_;
+};
+
+// Sets LibTorch's and OpenMP's CPU thread count: `threads` <= 0 means all cores. Returns the count used.
+int set_cpu_threads(int threads);
+
+// Subcommands: each takes the arguments after its name and returns the process exit code.
+int cmd_patterns(const std::vector<std::string>& args);
+int cmd_pattern(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
+int cmd_train(const std::vector<std::string>& args);
+int cmd_run(const std::vector<std::string>& args);
+int cmd_plot(const std::vector<std::string>& args);
+
+}  // namespace sb

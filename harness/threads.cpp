@@ -1,0 +1,18 @@
+// CPU thread-count control: LibTorch starts with a one-thread pool here, so every command sets it.
+#include <omp.h>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+#include "harness/cli.h"
+
+namespace sb {
+
+int set_cpu_threads(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+  omp_set_num_threads(threads);
+  return threads;
+}
+
+}  // namespace sb

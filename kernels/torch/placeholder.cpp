@@ -1,0 +1,2 @@
+// placeholder until the kernel op lands
+#include <torch/torch.h>

@@ -1,0 +1,93 @@
+// The pattern registry: one registration line per pattern, plus parameter resolution and checked building.
+#include <fmt/format.h>
+
+#include "patterns/error.h"
+#include "patterns/pattern.h"
+#include "patterns/patterns.h"
+
+namespace sb {
+
+namespace {
+
+std::vector<std::unique_ptr<AttentionPattern>> make_registry() {
+  std::vector<std::unique_ptr<AttentionPattern>> r;
+  // Registration lines: add a new pattern here (and declare its factory in patterns/patterns.h).
+  r.push_back(make_dense_pattern());
+  r.push_back(make_window_pattern());
+  return r;
+}
+
+}  // namespace
+
+const std::vector<std::unique_ptr<AttentionPattern>>& all_patterns() {
+  static const std::vector<std::unique_ptr<AttentionPattern>> registry = make_registry();
+  return registry;
+}
+
+std::vector<std::string> pattern_names() {
+  std::vector<std::string> names;
+  for (const auto& p : all_patterns()) names.push_back(p->name());
+  return names;
+}
+
+const AttentionPattern& find_pattern(const std::string& name) {
+  for (const auto& p : all_patterns()) {
+    if (p->name() == name) return *p;
+  }
+  throw Error(fmt::format("unknown pattern '{}'; valid patterns: {}", name, fmt::join(pattern_names(), ", ")));
+}
+
+Params resolve_params(const AttentionPattern& pattern, const Params& given) {
+  const std::vector<ParamSpec> specs = pattern.params();
+  for (const auto& [key, value] : given) {
+    bool known = false;
+    for (const ParamSpec& s : specs) known = known || s.name == key;
+    if (!known) {
+      std::vector<std::string> names;
+      for (const ParamSpec& s : specs) names.push_back(s.name);
+      throw Error(fmt::format("pattern {}: unknown parameter '{}'; its parameters: {}", pattern.name(), key,
+                              names.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(names, ", "))));
+    }
+  }
+  Params resolved;
+  for (const ParamSpec& s : specs) {
+    auto it = given.find(s.name);
+    const int64_t v = it == given.end() ? s.default_value : it->second;
+    if (v < s.min_value || v > s.max_value) {
+      throw Error(fmt::format("pattern {}: parameter {} must be in [{}, {}], got {}", pattern.name(), s.name,
+                              s.min_value, s.max_value, v));
+    }
+    resolved[s.name] = v;
+  }
+  return resolved;
+}
+
+void parse_param_assignment(const std::string& text, Params& params) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    throw Error(fmt::format("--set expects NAME=INTEGER, got '{}'", text));
+  }
+  const std::string key = text.substr(0, eq);
+  const std::string value = text.substr(eq + 1);
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size()) throw Error(fmt::format("--set {}: expected an integer, got '{}'", key, value));
+  params[key] = v;
+}
+
+Graph build_pattern(const std::string& name, int64_t n, bool causal, const Params& given) {
+  const AttentionPattern& pattern = find_pattern(name);
+  if (n < 1) throw Error(fmt::format("pattern {}: n must be >= 1, got {}", name, n));
+  if (n > (int64_t{1} << 30)) throw Error(fmt::format("pattern {}: n must be <= 2^30, got {}", name, n));
+  if (causal && !pattern.supports_causal()) {
+    throw Error(fmt::format("pattern {} has no causal form; drop --causal or pick another pattern", name));
+  }
+  return pattern.build(n, causal, resolve_params(pattern, given));
+}
+
+}  // namespace sb

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks, builds sparsebench, and runs the main job (offline).
+# usage: bash scripts/setup.sh [--no-run] [--build-dir DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run_main=1
+build_dir=build
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-run) run_main=0 ;;
+    --build-dir) build_dir="$2"; shift ;;
+    *) echo "setup.sh: unknown option $1 (expected --no-run, --build-dir DIR)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Debian packages: compilers and libraries, LibTorch (CPU) with the OpenBLAS backend, Python torch for the op test.
+debs=(build-essential cmake git libtorch-dev libopenblas0-pthread libfmt-dev nlohmann-json3-dev
+      libbenchmark-dev libgtest-dev python3-torch clang libclang-rt-14-dev)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}"
+fi
+
+# Plots: matplotlib for the python3 on PATH.
+if ! python3 -c "import matplotlib" 2>/dev/null; then
+  echo "setup: installing matplotlib"
+  python3 -m pip install -q matplotlib
+fi
+
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build_dir" -j"$(nproc)"
+
+if [ "$run_main" -eq 1 ]; then
+  "$build_dir/harness/sparsebench" patterns --stats --n 4096
+  if [ -f scenarios/quick.json ]; then
+    "$build_dir/harness/sparsebench" run scenarios/quick.json
+  fi
+fi

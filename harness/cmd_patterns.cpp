@@ -98,6 +98,16 @@ int cmd_pattern(const std::vector<std::string>& argv) {
   const Graph g = build_pattern(name, n, causal, params);
   if (args.flag("validate")) g.validate();
   print_stats(name, params, g.stats(args.integer("max-hops-n", 2048)), causal);
+  // Relation vocabulary (what the relative-position embedding indexes), with how many edges use each.
+  std::vector<int64_t> per_relation(static_cast<size_t>(g.n_relations()), 0);
+  for (uint16_t r : g.rel) per_relation[r]++;
+  std::vector<std::string> used;
+  for (int64_t r = 0; r < g.n_relations(); ++r) {
+    if (per_relation[r] > 0) used.push_back(fmt::format("{}={}", g.relations[r], per_relation[r]));
+  }
+  fmt::print("relations: {} ids, {} used: {}\n", g.n_relations(), used.size(),
+             used.size() <= 24 ? fmt::format("{}", fmt::join(used, " "))
+                               : fmt::format("{} ...", fmt::join(used.begin(), used.begin() + 24, " ")));
   if (auto path = args.maybe("export")) {
     std::ofstream out(*path);
     if (!out) throw Error(fmt::format("--export {}: cannot open for writing", *path));

@@ -6,6 +6,10 @@
 #include <fmt/format.h>
 #include <numeric>
 
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
 #include "patterns/error.h"
 
 namespace sb {
@@ -18,6 +22,27 @@ const char* node_kind_name(NodeKind kind) {
     case NodeKind::sentence: return "sentence";
   }
   return "unknown";
+}
+
+void check_edge_count(int64_t n_edges) {
+  if (n_edges > kMaxEdges) {
+    throw Error(fmt::format("graph: {} edges exceed the limit of {} (edge indices are 32-bit); use a smaller n or "
+                            "a sparser setting", n_edges, kMaxEdges));
+  }
+}
+
+void advise_huge_pages(void* data, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (bytes < 4 * kHuge) return;
+  // Only whole huge pages inside the array; a failure just leaves ordinary pages.
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kHuge - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
 }
 
 std::string dist_relation_name(int64_t d) {
@@ -59,8 +84,8 @@ void build_transpose(Graph& g) {
   for (int64_t e = 0; e < ne; ++e) g.t_row_ptr[g.col[e] + 1]++;
   for (int64_t v = 0; v < nn; ++v) g.t_row_ptr[v + 1] += g.t_row_ptr[v];
   std::vector<int64_t> cursor(g.t_row_ptr.begin(), g.t_row_ptr.end() - 1);
-  g.t_col.resize(static_cast<size_t>(ne));
-  g.t_edge.resize(static_cast<size_t>(ne));
+  resize_huge(g.t_col, static_cast<size_t>(ne));
+  resize_huge(g.t_edge, static_cast<size_t>(ne));
   for (int64_t u = 0; u < nn; ++u) {
     for (int64_t e = g.row_ptr[u]; e < g.row_ptr[u + 1]; ++e) {
       const int64_t slot = cursor[g.col[e]]++;
@@ -116,6 +141,7 @@ Graph GraphBuilder::finish() {
 Graph graph_from_csr(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes,
                      std::vector<std::string> relations, std::vector<int64_t> row_ptr,
                      std::vector<int32_t> col, std::vector<uint16_t> rel) {
+  check_edge_count(static_cast<int64_t>(col.size()));
   Graph g;
   g.n_tokens = n_tokens;
   g.causal = causal;
@@ -143,13 +169,16 @@ Graph build_token_graph(int64_t n, bool causal, const std::function<void(int64_t
   for (int64_t i = 0; i < n; ++i) {
     srcs.clear();
     fill(i, srcs);
-    std::sort(srcs.begin(), srcs.end());
+    if (!std::is_sorted(srcs.begin(), srcs.end())) std::sort(srcs.begin(), srcs.end());
+    check_edge_count(static_cast<int64_t>(col.size() + srcs.size()));
     for (int32_t j : srcs) {
       col.push_back(j);
       rel.push_back(dist_relation_id(i - j));
     }
     row_ptr[i + 1] = static_cast<int64_t>(col.size());
   }
+  col.shrink_to_fit();
+  rel.shrink_to_fit();
   return graph_from_csr(n, causal, token_nodes(n), std::move(relations), std::move(row_ptr), std::move(col),
                         std::move(rel));
 }

@@ -1,6 +1,7 @@
 // Graph: the node/edge structure every attention pattern produces and every kernel consumes.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -93,6 +94,21 @@ class GraphBuilder {
 Graph graph_from_csr(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes,
                      std::vector<std::string> relations, std::vector<int64_t> row_ptr,
                      std::vector<int32_t> col, std::vector<uint16_t> rel);
+
+// Largest edge count a Graph can hold (t_edge indexes edges with int32).
+constexpr int64_t kMaxEdges = INT32_MAX;
+// Throws sb::Error when a graph would have more than kMaxEdges edges.
+void check_edge_count(int64_t n_edges);
+
+// Sizes v to n elements (value-initialised), first asking the OS to back large arrays with huge pages:
+// fresh memory is then faulted in 2 MiB at a time, which roughly halves the cost of building large graphs.
+void advise_huge_pages(void* data, size_t bytes);
+template <class T>
+void resize_huge(std::vector<T>& v, size_t n) {
+  v.reserve(n);
+  advise_huge_pages(v.data(), n * sizeof(T));
+  v.resize(n);
+}
 
 // Clipped signed distance relation for token-only patterns: "dist:clamp(i-j, -clip, clip)".
 constexpr int kDistClip = 32;

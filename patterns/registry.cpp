@@ -14,6 +14,14 @@ std::vector<std::unique_ptr<AttentionPattern>> make_registry() {
   // Registration lines: add a new pattern here (and declare its factory in patterns/patterns.h).
   r.push_back(make_dense_pattern());
   r.push_back(make_window_pattern());
+  r.push_back(make_strided_pattern());
+  r.push_back(make_fixed_pattern());
+  r.push_back(make_star_pattern());
+  r.push_back(make_bpt_pattern());
+  r.push_back(make_segtree_pattern());
+  r.push_back(make_hierarchical_pattern());
+  r.push_back(make_longformer_pattern());
+  r.push_back(make_bigbird_pattern());
   return r;
 }
 

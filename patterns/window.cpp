@@ -1,4 +1,5 @@
 // window(w): restricted self-attention over the w nearest keys (Vaswani et al.), the BPT paper's baseline.
+#include "patterns/csr_rows.h"
 #include "patterns/patterns.h"
 
 namespace sb {
@@ -18,11 +19,19 @@ class WindowPattern : public AttentionPattern {
     const int64_t w = p.at("w");
     const int64_t left = causal ? w - 1 : (w - 1) / 2;
     const int64_t right = causal ? 0 : w / 2;  // ceil((w-1)/2)
-    return build_token_graph(n, causal, [n, left, right](int64_t i, std::vector<int32_t>& srcs) {
-      for (int64_t j = std::max<int64_t>(0, i - left); j <= std::min(n - 1, i + right); ++j) {
-        srcs.push_back(static_cast<int32_t>(j));
-      }
-    });
+    auto lo = [left](int64_t i) { return std::max<int64_t>(0, i - left); };
+    auto hi = [n, right](int64_t i) { return std::min(n - 1, i + right); };
+    return detail::build_csr_graph(
+        n, causal, detail::token_node_table(n), detail::dist_relations_plus({}),
+        [&](int64_t i) { return hi(i) - lo(i) + 1; },
+        [&](int64_t i, int32_t* col, uint16_t* rel) {
+          int64_t c = 0;
+          for (int64_t j = lo(i); j <= hi(i); ++j, ++c) {
+            col[c] = static_cast<int32_t>(j);
+            rel[c] = dist_relation_id(i - j);
+          }
+          return c;
+        });
   }
 };
 

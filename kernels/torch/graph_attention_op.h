@@ -19,8 +19,18 @@ struct TorchGraph {
   torch::Tensor t_row_ptr;  // [N + 1] int64, CSR by source
   torch::Tensor t_col;      // [E] int32, destination per transposed edge
   torch::Tensor t_edge;     // [E] int32, edge index of each transposed edge
+  // Edges grouped by relation, for the CUDA d(rel_emb) pass: rel_edge[rel_ptr[r]..rel_ptr[r+1]) ascending.
+  torch::Tensor rel_ptr;    // [R + 1] int64
+  torch::Tensor rel_edge;   // [E] int32
+  torch::Tensor rel_dst;    // [E] int32, destination of each rel_edge entry
 
   static TorchGraph from_graph(const Graph& g, torch::Device device = torch::kCPU);
+  // From the CSR tensors alone (the TORCH_LIBRARY op), checked; n_relations = max(n_relations, max(rel) + 1)
+  // and n_tokens = n_nodes.
+  static TorchGraph from_tensors(const torch::Tensor& row_ptr, const torch::Tensor& col, const torch::Tensor& rel,
+                                 const torch::Tensor& t_row_ptr, const torch::Tensor& t_col,
+                                 const torch::Tensor& t_edge, int64_t n_relations = 0);
+  torch::Device device() const { return row_ptr.device(); }
 };
 
 // Graph self-attention (BPT eqs. 4-7, 13): for node u and each source v of u,
@@ -29,6 +39,17 @@ struct TorchGraph {
 // Differentiable in q, k, v and rel_emb.
 torch::Tensor graph_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& rel_emb, const TorchGraph& graph);
+
+// The op's two halves without autograd (what the autograd function calls): forward returns o and
+// lse [B, N, H] (fp32; fp64 for fp64 inputs); backward returns dq, dk, dv and d_rel_emb (undefined
+// when rel_emb is). Same checks as graph_attention.
+std::tuple<torch::Tensor, torch::Tensor> graph_attention_forward(const torch::Tensor& q, const torch::Tensor& k,
+                                                                 const torch::Tensor& v, const torch::Tensor& rel_emb,
+                                                                 const TorchGraph& graph);
+std::vector<torch::Tensor> graph_attention_backward(const torch::Tensor& d_o, const torch::Tensor& q,
+                                                    const torch::Tensor& k, const torch::Tensor& v,
+                                                    const torch::Tensor& rel_emb, const torch::Tensor& o,
+                                                    const torch::Tensor& lse, const TorchGraph& graph);
 
 // Dense baseline in plain LibTorch (matmul, softmax, matmul), causal or not.
 // q, k, v: [B, T, H, D]; returns [B, T, H, D].

@@ -1,0 +1,30 @@
+// Training checkpoints: model, optimizer, step and RNG state in one file written atomically and checksummed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+namespace sb {
+
+// Writes `bytes` to `path` via a temporary file in the same directory, fsync and rename, so a crash
+// leaves either the old file or the new one.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+struct TrainState {
+  int64_t step = 0;           // optimizer steps done
+  double train_s = 0.0;       // training wall time so far (counts against --minutes)
+  std::string data_rng;       // std::mt19937_64 state as text
+  nlohmann::json info;        // configuration and running records (evaluations so far)
+};
+
+// File layout: "SBCKPT1\n", 64 hex digits of SHA-256 over the payload, "\n", then a LibTorch archive.
+void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                     const TrainState& state);
+// Restores model, optimizer and the global CPU generator; throws sb::Error naming the file when it is
+// missing, truncated, corrupt or not a checkpoint.
+TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
+}  // namespace sb

@@ -1,0 +1,60 @@
+// `sparsebench run SCENARIO.json`: validates, expands and runs a scenario, recording every point.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "harness/cli.h"
+#include "harness/scenario/measure.h"
+#include "harness/scenario/records.h"
+#include "harness/scenario/scenario.h"
+#include "patterns/error.h"
+
+namespace sb {
+
+int run_plot_script(const std::string& run_dir);  // harness/cmd_plot.cpp
+
+int cmd_run(const std::vector<std::string>& argv) {
+  Args args(argv, {"help", "dry-run", "resume", "no-plot"});
+  args.check_known({"set", "out", "results"});
+  if (args.flag("help") || args.positional().size() != 1) {
+    fmt::print(
+        "usage: sparsebench run SCENARIO.json [--set path=value ...] [--dry-run] [--out DIR] [--resume]\n"
+        "                       [--results ROOT] [--no-plot]\n"
+        "  Validates the scenario (scenarios/schema.json, scenarios/README.md), expands its axes and runs\n"
+        "  every point, appending one record per point to RUN_DIR/records.jsonl, then writes records.csv\n"
+        "  and the plots (sparsebench plot RUN_DIR).\n"
+        "  RUN_DIR is --out DIR, or ROOT/<scenario>/<UTC time>-<commit> (ROOT: --results, default results).\n"
+        "  --set axes/lengths=[512,1024]  overrides one field (slash path, JSON value); repeatable.\n"
+        "  --dry-run  prints the expanded points with analytic memory and skip decisions, runs nothing.\n"
+        "  --resume   continues RUN_DIR (--out, or the latest run of this scenario), skipping recorded points.\n");
+    return args.flag("help") ? 0 : 2;
+  }
+  const std::string file = args.positional()[0];
+  const Scenario s = load_scenario(file, args.all("set"));
+  const std::vector<Point> points = expand_scenario(s);
+  if (args.flag("dry-run")) {
+    print_points(s, points);
+    return 0;
+  }
+  const std::string root = args.str("results", "results");
+  std::string run_dir;
+  if (auto out = args.maybe("out")) {
+    run_dir = *out;
+  } else if (args.flag("resume")) {
+    run_dir = latest_run_dir(root, s.name);
+    if (run_dir.empty()) throw Error(fmt::format("--resume: no earlier run of {} under {}/{}", s.name, root, s.name));
+  } else {
+    run_dir = (std::filesystem::path(root) / s.name / fmt::format("{}-{}", utc_stamp(), SB_GIT_COMMIT)).string();
+  }
+  SweepOptions opt;
+  opt.run_dir = run_dir;
+  opt.resume = args.flag("resume");
+  opt.environment = run_environment();
+  const SweepSummary sum = run_sweep(s, points, opt, measure_point);
+  if (!args.flag("no-plot")) {
+    if (run_plot_script(run_dir) != 0) fmt::print(stderr, "warning: plotting failed; the records are intact\n");
+  }
+  return sum.failed > 0 ? 1 : 0;
+}
+
+}  // namespace sb

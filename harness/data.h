@@ -1,0 +1,63 @@
+// Byte-level enwik8 data: file loading, the train/valid/test split, hashing and sampling of windows.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+namespace sb {
+
+// SHA-256 of a byte buffer as 64 lowercase hex digits.
+std::string sha256_hex(const uint8_t* data, size_t size);
+
+struct Split {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// A whole enwik8 file in memory with its 90/5/5 split (the full file: [0,90M) / [90M,95M) / [95M,100M)).
+class Enwik8 {
+ public:
+  // Throws sb::Error naming the file when it is missing, unreadable, empty or shorter than min_bytes.
+  explicit Enwik8(const std::string& path, int64_t min_bytes = 1);
+
+  const std::string& path() const { return path_; }
+  int64_t size() const { return static_cast<int64_t>(bytes_.size()); }
+  const std::string& sha256() const { return sha256_; }
+  bool is_full_enwik8() const { return size() == kFullSize; }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+  Split train() const { return train_; }
+  Split valid() const { return valid_; }
+  Split test() const { return test_; }
+
+  // Path, size, sha256 and split, as recorded in results.
+  nlohmann::json provenance() const;
+
+  static constexpr int64_t kFullSize = 100000000;
+
+ private:
+  std::string path_;
+  std::vector<uint8_t> bytes_;
+  std::string sha256_;
+  Split train_, valid_, test_;
+};
+
+// Samples `batch` random windows of `length` bytes from `split`; returns [batch, length] int64.
+torch::Tensor sample_windows(const Enwik8& data, Split split, int64_t batch, int64_t length, std::mt19937_64& rng);
+
+// Evaluation windows covering every byte of a split once (after its first): windows of `context`
+// inputs advancing by context/2; the first window scores all its targets, later ones the second half.
+struct EvalWindow {
+  int64_t start = 0;        // inputs are bytes [start, start + len), targets [start + 1, start + len + 1)
+  int64_t len = 0;
+  int64_t score_from = 0;   // targets with index >= score_from (within the window) are scored
+};
+// `limit` > 0 scores only about the first `limit` targets of the split.
+std::vector<EvalWindow> eval_windows(Split split, int64_t context, int64_t limit = 0);
+
+}  // namespace sb

@@ -1,0 +1,263 @@
+// LanguageModel: byte Transformer LM over a pattern graph (tokens + extra nodes), or the dense baseline.
+#include "harness/model.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "patterns/error.h"
+
+namespace sb {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Identity whose backward notes the time: placed on the attention output, it fires just before the
+// op's backward runs.
+struct BackwardStartMark : public torch::autograd::Function<BackwardStartMark> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t timer) {
+    ctx->saved_data["timer"] = timer;
+    return x.view_as(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    reinterpret_cast<AttentionTimer*>(ctx->saved_data["timer"].toInt())->backward_started = now_s();
+    return {grads[0], torch::Tensor()};
+  }
+};
+
+// Identity on the op's q, k, v whose backward fires right after the op's backward has finished.
+struct BackwardEndMark : public torch::autograd::Function<BackwardEndMark> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                                                const torch::Tensor& k, const torch::Tensor& v, int64_t timer) {
+    ctx->saved_data["timer"] = timer;
+    return {q.view_as(q), k.view_as(k), v.view_as(v)};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* t = reinterpret_cast<AttentionTimer*>(ctx->saved_data["timer"].toInt());
+    if (t->backward_started > 0) t->backward_s += now_s() - t->backward_started;
+    t->backward_started = 0;
+    return {grads[0], grads[1], grads[2], torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+void validate_model_config(const ModelConfig& cfg) {
+  if (cfg.attention != "graph" && cfg.attention != "dense") {
+    throw Error(fmt::format("attention: expected 'graph' or 'dense', got '{}'", cfg.attention));
+  }
+  if (cfg.positions != "relative" && cfg.positions != "absolute") {
+    throw Error(fmt::format("positions: expected 'relative' or 'absolute', got '{}'", cfg.positions));
+  }
+  auto positive = [](const char* name, int64_t v) {
+    if (v < 1) throw Error(fmt::format("{}: expected an integer >= 1, got {}", name, v));
+  };
+  positive("context", cfg.context);
+  positive("layers", cfg.layers);
+  positive("dim", cfg.dim);
+  positive("heads", cfg.heads);
+  positive("ffn", cfg.ffn);
+  if (cfg.dim % cfg.heads != 0) {
+    throw Error(fmt::format("dim: {} is not divisible by heads ({})", cfg.dim, cfg.heads));
+  }
+  if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) {
+    throw Error(fmt::format("dropout: expected a value in [0, 1), got {}", cfg.dropout));
+  }
+}
+
+LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
+  validate_model_config(cfg_);
+  const int64_t head_dim = cfg_.dim / cfg_.heads;
+  if (cfg_.attention == "graph") {
+    const AttentionPattern& pattern = find_pattern(cfg_.pattern);
+    if (cfg_.causal && !pattern.supports_causal()) {
+      throw Error(fmt::format(
+          "pattern '{}' has no causal form, so it cannot train a left-to-right language model; pick a causal "
+          "pattern (see `sparsebench patterns`)",
+          cfg_.pattern));
+    }
+    resolved_params_ = resolve_params(pattern, cfg_.pattern_params);
+    // The relation vocabulary is the full-context graph's; shorter sequences use a subset of it.
+    if (cfg_.positions == "relative") {
+      relations_ = build_pattern(cfg_.pattern, cfg_.context, cfg_.causal, resolved_params_).relations;
+    }
+  } else {
+    if (cfg_.positions == "relative") {
+      for (int64_t d = -kDistClip; d <= kDistClip; ++d) relations_.push_back(dist_relation_name(d));
+    }
+  }
+  for (size_t i = 0; i < relations_.size(); ++i) relation_ids_[relations_[i]] = static_cast<uint16_t>(i);
+
+  embed_ = register_module("embed", torch::nn::Embedding(256, cfg_.dim));
+  torch::nn::init::normal_(embed_->weight, 0.0, 0.02);
+  if (cfg_.positions == "absolute") {
+    pos_emb_ = register_parameter("pos_emb", torch::randn({cfg_.context, cfg_.dim}) * 0.02);
+  }
+  for (int64_t l = 0; l < cfg_.layers; ++l) {
+    Block b;
+    const std::string p = fmt::format("layer{}_", l);
+    b.norm1 = register_module(p + "norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.dim})));
+    b.norm2 = register_module(p + "norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.dim})));
+    b.q = register_module(p + "q", torch::nn::Linear(cfg_.dim, cfg_.dim));
+    b.k = register_module(p + "k", torch::nn::Linear(cfg_.dim, cfg_.dim));
+    b.v = register_module(p + "v", torch::nn::Linear(cfg_.dim, cfg_.dim));
+    b.o = register_module(p + "o", torch::nn::Linear(cfg_.dim, cfg_.dim));
+    b.ff1 = register_module(p + "ff1", torch::nn::Linear(cfg_.dim, cfg_.ffn));
+    b.ff2 = register_module(p + "ff2", torch::nn::Linear(cfg_.ffn, cfg_.dim));
+    if (!relations_.empty()) {
+      const auto r = static_cast<int64_t>(relations_.size());
+      b.rel_emb = register_parameter(p + "rel_emb", torch::randn({r, head_dim}) * 0.02);
+    }
+    blocks_.push_back(b);
+  }
+  // Post-norm blocks already end in a LayerNorm; pre-norm needs a final one.
+  if (!cfg_.post_norm) {
+    final_norm_ = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.dim})));
+  }
+  drop_ = register_module("drop", torch::nn::Dropout(cfg_.dropout));
+}
+
+const ModelConfig& LanguageModelImpl::config() const { return cfg_; }
+
+int64_t LanguageModelImpl::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+const SequenceGraph& LanguageModelImpl::sequence_graph(int64_t n) {
+  const torch::Device device = embed_->weight.device();
+  const std::string key = fmt::format("{}@{}", n, device.str());
+  auto it = graphs_.find(key);
+  if (it != graphs_.end()) return it->second;
+
+  SequenceGraph sg;
+  sg.n_tokens = n;
+  sg.n_nodes = n;
+  if (cfg_.attention == "graph") {
+    Graph g = build_pattern(cfg_.pattern, n, cfg_.causal, resolved_params_);
+    sg.fingerprint = g.fingerprint();
+    sg.n_nodes = g.n_nodes();
+    if (!relations_.empty()) {
+      // Renumber relations into the model's vocabulary (a shorter sequence may use fewer of them).
+      std::vector<uint16_t> remap(g.relations.size());
+      for (size_t r = 0; r < g.relations.size(); ++r) {
+        auto found = relation_ids_.find(g.relations[r]);
+        if (found == relation_ids_.end()) {
+          throw Error(fmt::format("pattern '{}' at length {} uses relation '{}', absent at the model's context {}",
+                                  cfg_.pattern, n, g.relations[r], cfg_.context));
+        }
+        remap[r] = found->second;
+      }
+      for (auto& r : g.rel) r = remap[r];
+      g.relations = relations_;
+    }
+    // Extra nodes: span nodes start at zero, relay/sentence nodes at the mean of their tokens.
+    const int64_t n_extra = sg.n_nodes - n;
+    bool any_mean = false;
+    for (int64_t i = n; i < sg.n_nodes; ++i) any_mean |= g.nodes[i].kind != NodeKind::span;
+    if (any_mean) {
+      auto init = torch::zeros({n_extra, n});
+      auto a = init.accessor<float, 2>();
+      for (int64_t i = n; i < sg.n_nodes; ++i) {
+        const NodeInfo& info = g.nodes[i];
+        if (info.kind == NodeKind::span) continue;
+        const float w = 1.0f / static_cast<float>(info.last - info.first + 1);
+        for (int32_t t = info.first; t <= info.last; ++t) a[i - n][t] = w;
+      }
+      sg.extra_init = init.to(device);
+    }
+    sg.graph = TorchGraph::from_graph(g, device);
+  } else if (!relations_.empty()) {
+    auto ids = torch::empty({n, n}, torch::kInt64);
+    auto a = ids.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) a[i][j] = dist_relation_id(i - j);
+    sg.dist_ids = ids.to(device);
+  }
+  return graphs_.emplace(key, std::move(sg)).first->second;
+}
+
+// x: [B, N, dim] (normalised input of the attention sub-layer); returns [B, N, dim] before the output projection.
+torch::Tensor LanguageModelImpl::attend(size_t layer, const torch::Tensor& x, const SequenceGraph& sg) {
+  Block& b = blocks_[layer];
+  const int64_t B = x.size(0), N = x.size(1), H = cfg_.heads, D = cfg_.dim / cfg_.heads;
+  auto q = b.q(x).view({B, N, H, D});
+  auto k = b.k(x).view({B, N, H, D});
+  auto v = b.v(x).view({B, N, H, D});
+  torch::Tensor o;
+  if (cfg_.attention == "graph") {
+    const bool timing = timer_.enabled && torch::GradMode::is_enabled();
+    const auto timer_id = reinterpret_cast<int64_t>(&timer_);
+    if (timing) {
+      auto marked = BackwardEndMark::apply(q, k, v, timer_id);
+      q = marked[0], k = marked[1], v = marked[2];
+    }
+    const double t0 = timer_.enabled ? now_s() : 0.0;
+    o = graph_attention(q, k, v, b.rel_emb, sg.graph);  // [B, N, H, D]
+    if (timer_.enabled) {
+      timer_.forward_s += now_s() - t0;
+      timer_.calls += 1;
+    }
+    if (timing) o = BackwardStartMark::apply(o, timer_id);
+  } else if (b.rel_emb.defined()) {
+    // Dense with clipped-distance relations, the same scores as the dense pattern's graph:
+    // s_ij = q_i . (k_j + r[dist(i-j)]) / sqrt(D).
+    auto qh = q.permute({0, 2, 1, 3});                       // [B, H, T, D]
+    auto scores = torch::matmul(qh, k.permute({0, 2, 3, 1}));  // [B, H, T, T]
+    auto qr = torch::matmul(qh, b.rel_emb.t());              // [B, H, T, R]
+    scores = scores + torch::gather(qr, 3, sg.dist_ids.unsqueeze(0).unsqueeze(0).expand({B, H, N, N}));
+    scores = scores / std::sqrt(static_cast<double>(D));
+    if (cfg_.causal) {
+      auto future = torch::ones({N, N}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+      scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+    }
+    o = torch::matmul(torch::softmax(scores, -1), v.permute({0, 2, 1, 3})).permute({0, 2, 1, 3});
+  } else {
+    o = dense_attention(q, k, v, cfg_.causal);
+  }
+  return o.reshape({B, N, cfg_.dim});
+}
+
+torch::Tensor LanguageModelImpl::forward(const torch::Tensor& bytes) {
+  if (bytes.dim() != 2 || bytes.size(1) < 1) {
+    throw Error("bytes must have shape (B, T) with T >= 1, got " + c10::str(bytes.sizes()));
+  }
+  const int64_t B = bytes.size(0), T = bytes.size(1);
+  if (T > cfg_.context) throw Error(fmt::format("bytes: length {} exceeds the model's context {}", T, cfg_.context));
+  const SequenceGraph& sg = sequence_graph(T);
+
+  auto x = embed_(bytes.to(torch::kInt64));  // [B, T, dim]
+  if (pos_emb_.defined()) x = x + pos_emb_.slice(0, 0, T).unsqueeze(0);
+  if (sg.n_nodes > T) {
+    torch::Tensor extra;  // [B, n_extra, dim]
+    if (sg.extra_init.defined()) {
+      extra = torch::matmul(sg.extra_init.to(x.dtype()), x);
+    } else {
+      extra = torch::zeros({B, sg.n_nodes - T, cfg_.dim}, x.options());
+    }
+    x = torch::cat({x, extra}, 1);
+  }
+  x = drop_(x);
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    Block& b = blocks_[l];
+    if (cfg_.post_norm) {
+      x = b.norm1(x + drop_(b.o(attend(l, x, sg))));
+      x = b.norm2(x + drop_(b.ff2(drop_(torch::gelu(b.ff1(x))))));
+    } else {
+      x = x + drop_(b.o(attend(l, b.norm1(x), sg)));
+      x = x + drop_(b.ff2(drop_(torch::gelu(b.ff1(b.norm2(x))))));
+    }
+  }
+  if (sg.n_nodes > T) x = x.slice(1, 0, T);
+  if (!cfg_.post_norm) x = final_norm_(x);
+  return torch::matmul(x, embed_->weight.t());  // tied output embedding: [B, T, 256]
+}
+
+}  // namespace sb

@@ -1,0 +1,92 @@
+// LanguageModel: a byte-level Transformer LM whose self-attention runs over an attention pattern's graph.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "kernels/torch/graph_attention_op.h"
+#include "patterns/pattern.h"
+
+namespace sb {
+
+struct ModelConfig {
+  std::string pattern = "bpt";          // registry name
+  sb::Params pattern_params;            // given parameters (resolved against the pattern's defaults)
+  std::string attention = "graph";      // "graph": graph_attention over the pattern; "dense": plain LibTorch baseline
+  bool causal = true;
+  int64_t context = 512, layers = 2, dim = 128, heads = 4, ffn = 512;
+  double dropout = 0.1;
+  bool post_norm = false;               // pre-norm by default; the paper uses post-norm
+  std::string positions = "relative";   // "relative" (per-layer relation embeddings) | "absolute" (learned)
+};
+
+// Checks every field; throws sb::Error naming the bad one.
+void validate_model_config(const ModelConfig& cfg);
+
+// The per-length structure a forward pass needs: the pattern graph (relations renumbered into the
+// model's vocabulary) and how extra nodes start.
+struct SequenceGraph {
+  int64_t n_tokens = 0;
+  int64_t n_nodes = 0;
+  TorchGraph graph;            // graph mode only
+  torch::Tensor extra_init;    // [n_nodes - n_tokens, n_tokens] averaging rows (undefined: all extra nodes start at zero)
+  torch::Tensor dist_ids;      // [T, T] int64 relation id of clipped distance i-j (dense mode with relative positions)
+  std::string fingerprint;     // of the pattern graph
+};
+
+// Wall time spent inside the attention op when enabled: forward around the call, backward between
+// identity markers placed on its output and inputs (the autograd engine runs the op's backward between them).
+struct AttentionTimer {
+  bool enabled = false;
+  double forward_s = 0.0;
+  double backward_s = 0.0;
+  int64_t calls = 0;
+  double backward_started = 0.0;  // steady-clock seconds at the output marker's backward
+  void reset() { forward_s = backward_s = 0.0, calls = 0; }
+};
+
+class LanguageModelImpl : public torch::nn::Module {
+ public:
+  explicit LanguageModelImpl(const ModelConfig& cfg);  // throws sb::Error (e.g. pattern without causal form)
+  torch::Tensor forward(const torch::Tensor& bytes);   // bytes: [B, T] int64, T <= context; returns logits [B, T, 256]
+  int64_t parameter_count() const;
+  const ModelConfig& config() const;
+
+  // Relation vocabulary of the relative position embeddings (empty for absolute positions).
+  const std::vector<std::string>& relations() const { return relations_; }
+  // The cached structure for sequence length n on the parameters' device (built on first use).
+  const SequenceGraph& sequence_graph(int64_t n);
+  // The pattern parameters after defaults were filled in (empty for the dense baseline).
+  const Params& resolved_params() const { return resolved_params_; }
+  AttentionTimer& attention_timer() { return timer_; }
+
+ private:
+  torch::Tensor attend(size_t layer, const torch::Tensor& x, const SequenceGraph& sg);
+
+  ModelConfig cfg_;
+  Params resolved_params_;
+  std::vector<std::string> relations_;
+  std::map<std::string, uint16_t> relation_ids_;
+  std::map<std::string, SequenceGraph> graphs_;  // cache keyed by "length@device"
+  AttentionTimer timer_;
+
+  torch::nn::Embedding embed_{nullptr};
+  torch::Tensor pos_emb_;  // [context, dim] (absolute positions)
+  struct Block {
+    torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+    torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
+    torch::nn::Linear ff1{nullptr}, ff2{nullptr};
+    torch::Tensor rel_emb;  // [R, D_head] (relative positions)
+  };
+  std::vector<Block> blocks_;
+  torch::nn::LayerNorm final_norm_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+};
+TORCH_MODULE(LanguageModel);
+
+}  // namespace sb

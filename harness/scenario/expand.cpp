@@ -1,0 +1,354 @@
+// Axis expansion of a validated scenario: parameter products, equal-degree solving, analytic memory, skips.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "harness/scenario/scenario.h"
+#include "patterns/error.h"
+
+namespace sb {
+
+namespace {
+
+// Values of an axis given as a scalar or a list.
+std::vector<json> as_list(const json& v) {
+  if (v.is_array()) return std::vector<json>(v.begin(), v.end());
+  return {v};
+}
+
+double mean_degree(const std::string& pattern, int64_t n, bool causal, const Params& p) {
+  return build_pattern(pattern, n, causal, p).stats(0).token_in_degree_mean;
+}
+
+std::string params_text(const Params& p) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : p) parts.push_back(fmt::format("{}={}", k, v));
+  return fmt::format("{}", fmt::join(parts, ","));
+}
+
+std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
+
+}  // namespace
+
+DegreeSolution solve_degree(const std::string& pattern, int64_t n, bool causal, Params fixed,
+                            const std::string& param, double target) {
+  const AttentionPattern& pat = find_pattern(pattern);
+  const ParamSpec* spec = nullptr;
+  std::vector<ParamSpec> specs = pat.params();
+  for (const ParamSpec& s : specs) {
+    if (s.name == param) spec = &s;
+  }
+  if (!spec) throw Error(fmt::format("pattern {}: no parameter '{}' to solve", pattern, param));
+  // Beyond n every parameter here saturates (a window or fan-out wider than the sequence).
+  const int64_t lo = spec->min_value;
+  const int64_t hi = std::max(lo, std::min(spec->max_value, std::max<int64_t>(n, lo + 1)));
+  DegreeSolution best;
+  auto eval = [&](int64_t v) {
+    fixed[param] = v;
+    ++best.builds;
+    return mean_degree(pattern, n, causal, fixed);
+  };
+  const double f_lo = eval(lo);
+  const double f_hi = hi > lo ? eval(hi) : f_lo;
+  const bool increasing = f_hi >= f_lo;
+  // Smallest v in [lo, hi] whose degree reaches the target (in the monotone direction).
+  auto reaches = [&](double f) { return increasing ? f >= target : f <= target; };
+  int64_t a = lo, b = hi;  // invariant: answer in [a, b]
+  double f_b = f_hi;
+  if (!reaches(f_hi)) {
+    best.value = hi;
+    best.achieved = f_hi;
+    if (std::abs(f_lo - target) < std::abs(f_hi - target)) {
+      best.value = lo;
+      best.achieved = f_lo;
+    }
+    return best;
+  }
+  if (reaches(f_lo)) {
+    best.value = lo;
+    best.achieved = f_lo;
+    return best;
+  }
+  double f_a = f_lo;  // f(a) does not reach; f(b) reaches
+  while (b - a > 1) {
+    const int64_t m = a + (b - a) / 2;
+    const double f = eval(m);
+    if (reaches(f)) {
+      b = m;
+      f_b = f;
+    } else {
+      a = m;
+      f_a = f;
+    }
+  }
+  if (std::abs(f_a - target) < std::abs(f_b - target)) {
+    best.value = a;
+    best.achieved = f_a;
+  } else {
+    best.value = b;
+    best.achieved = f_b;
+  }
+  return best;
+}
+
+GraphStats dense_op_stats(int64_t n, bool causal) {
+  GraphStats s;
+  s.n_tokens = n;
+  s.n_nodes = n;
+  s.n_edges = causal ? n * (n + 1) / 2 : n * n;
+  s.token_in_degree_min = causal ? 1 : n;
+  s.token_in_degree_max = n;
+  s.token_in_degree_mean = causal ? (n + 1) / 2.0 : static_cast<double>(n);
+  s.bytes = 0;  // the dense op holds no graph
+  s.max_hops = 1;
+  return s;
+}
+
+int64_t analytic_memory_bytes(const Scenario& s, const Point& p) {
+  const double b = static_cast<double>(p.batch);
+  const double nodes = static_cast<double>(p.stats.n_nodes);
+  const double t = static_cast<double>(p.length);
+  // Floats one head keeps besides the node vectors: the dense op materialises scores and probabilities for
+  // all T x T pairs; the graph op keeps one log-sum-exp per node and never stores per-edge weights.
+  const double edge = p.attention == "dense" ? 2.0 * t * t : nodes;
+  const double graph = static_cast<double>(p.stats.bytes);
+  const bool backward = p.mode != "forward";
+  double floats = 0.0;
+  if (s.kind == "attention") {
+    const double io = b * nodes * s.attention.heads * s.attention.head_dim;
+    const double per_pass = 4.0 * io + b * s.attention.heads * edge;  // q, k, v, o and scores or lse
+    floats = backward ? 2.0 * per_pass : per_pass;
+  } else {
+    const ModelSettings& m = s.model;
+    const double d = static_cast<double>(m.dim), f = static_cast<double>(m.ffn);
+    const double params = m.layers * (4.0 * d * d + 2.0 * d * f + 9.0 * d) + 2.0 * 256.0 * d;
+    const double layer = b * (nodes * (8.0 * d + 2.0 * f) + m.heads * edge);
+    const double logits = b * t * 256.0;
+    floats = backward ? 4.0 * params + m.layers * layer + 3.0 * logits : params + layer + 2.0 * logits;
+  }
+  return static_cast<int64_t>(graph + 4.0 * floats);
+}
+
+std::vector<Point> expand_scenario(const Scenario& s) {
+  const json& axes = s.doc["axes"];
+  const bool train = s.kind == "train";
+  const std::vector<json> lengths = as_list(axes["lengths"]);
+  const std::vector<json> causals = axes.contains("causal") ? as_list(axes["causal"]) : std::vector<json>{json(train)};
+  const std::vector<json> threads = axes.contains("threads") ? as_list(axes["threads"]) : std::vector<json>{json(0)};
+  const std::vector<json> modes =
+      train ? std::vector<json>{json("train")}
+            : axes.contains("modes") ? as_list(axes["modes"]) : std::vector<json>{json("forward")};
+  // Batch sizing: tokens per batch (batch = max(1, tokens / length)) or a fixed batch.
+  std::vector<std::pair<int64_t, int64_t>> sizes;  // (tokens, batch); tokens 0 = batch given
+  if (axes.contains("tokens")) {
+    for (const json& v : as_list(axes["tokens"])) sizes.emplace_back(v.get<int64_t>(), 0);
+  } else if (axes.contains("batch")) {
+    for (const json& v : as_list(axes["batch"])) sizes.emplace_back(0, v.get<int64_t>());
+  } else if (train) {
+    int64_t batch = 8;  // the trainer's default
+    for (const auto& [k, v] : s.train_options) {
+      if (k == "batch") batch = std::stoll(v);
+    }
+    sizes.emplace_back(0, batch);
+  } else {
+    sizes.emplace_back(0, 1);
+  }
+
+  std::vector<Point> points;
+  std::set<std::string> ids;
+  const json& entries = axes["patterns"];
+  for (size_t ei = 0; ei < entries.size(); ++ei) {
+    const json& e = entries[ei];
+    const std::string name = e["name"].get<std::string>();
+    const AttentionPattern& pat = find_pattern(name);
+    const std::string attention = e.value("attention", std::string("graph"));
+    const int64_t max_length = e.value("max_length", int64_t{0});
+    // Parameter axes in the pattern's own order; the solved parameter is left out.
+    std::vector<std::pair<std::string, std::vector<int64_t>>> param_axes;
+    bool multi = false;
+    for (const ParamSpec& spec : pat.params()) {
+      if (!e.contains(spec.name)) continue;
+      std::vector<int64_t> values;
+      for (const json& v : as_list(e[spec.name])) values.push_back(v.get<int64_t>());
+      multi = multi || values.size() > 1;
+      param_axes.emplace_back(spec.name, values);
+    }
+    std::vector<std::optional<double>> degrees = {std::nullopt};
+    std::string solve;
+    if (e.contains("degree")) {
+      degrees.clear();
+      for (const json& v : as_list(e["degree"])) degrees.push_back(v.get<double>());
+      multi = multi || degrees.size() > 1;
+      if (e.contains("solve")) {
+        solve = e["solve"].get<std::string>();
+      } else {
+        for (const ParamSpec& spec : pat.params()) {
+          if (!e.contains(spec.name)) {
+            solve = spec.name;
+            break;
+          }
+        }
+      }
+    }
+    // Cartesian product of the parameter axes (odometer).
+    std::vector<size_t> at(param_axes.size(), 0);
+    while (true) {
+      Params given;
+      for (size_t i = 0; i < param_axes.size(); ++i) given[param_axes[i].first] = param_axes[i].second[at[i]];
+      for (const auto& target : degrees) {
+        for (const json& lv : lengths) {
+          const int64_t n = lv.get<int64_t>();
+          for (const json& cv : causals) {
+            const bool causal = cv.get<bool>();
+            Point base;
+            base.pattern = name;
+            base.attention = attention;
+            base.length = n;
+            base.causal = causal;
+            base.degree_target = target;
+            base.solved_param = target ? solve : "";
+            std::string error;
+            if (max_length > 0 && n > max_length) {
+              base.skip_reason = fmt::format("length {} > max_length {} of this pattern entry", n, max_length);
+            } else if (causal && !pat.supports_causal()) {
+              base.skip_reason = fmt::format("pattern {} does not support causal attention", name);
+            }
+            Params resolved;
+            try {
+              Params with = given;
+              if (target && base.skip_reason.empty()) {
+                const DegreeSolution sol = solve_degree(name, n, causal, given, solve, *target);
+                with[solve] = sol.value;
+              } else if (target) {
+                for (const ParamSpec& spec : pat.params()) {
+                  if (spec.name == solve) with[solve] = spec.default_value;
+                }
+              }
+              resolved = resolve_params(pat, with);
+              if (base.skip_reason.empty()) {
+                if (attention == "dense") {
+                  base.stats = dense_op_stats(n, causal);
+                } else {
+                  const Graph g = build_pattern(name, n, causal, resolved);
+                  base.stats = g.stats(256);
+                  base.fingerprint = g.fingerprint();
+                }
+              }
+            } catch (const Error& err) {
+              error = err.what();
+            }
+            base.params = resolved;
+            std::string label = e.contains("label") ? e["label"].get<std::string>() : name;
+            if (!e.contains("label") || multi) {
+              if (!resolved.empty()) label += "(" + params_text(resolved) + ")";
+            }
+            if (attention == "dense" && !e.contains("label")) label += " [dense op]";
+            base.label = label;
+            for (const auto& [tokens, batch] : sizes) {
+              for (const json& tv : threads) {
+                for (const json& mv : modes) {
+                  Point p = base;
+                  p.tokens = tokens;
+                  p.batch = tokens > 0 ? std::max<int64_t>(1, tokens / n) : batch;
+                  p.threads = tv.get<int64_t>();
+                  p.mode = mv.get<std::string>();
+                  std::string id = fmt::format("{}/{}", name, attention);
+                  if (!given.empty()) id += "/" + params_text(given);
+                  if (target) id += fmt::format("/degree={}", *target);
+                  id += fmt::format("/n={}/{}={}/causal={}/threads={}/mode={}", n, tokens > 0 ? "tokens" : "batch",
+                                    tokens > 0 ? tokens : batch, causal ? 1 : 0, p.threads, p.mode);
+                  std::string unique = id;
+                  for (int dup = 2; ids.count(unique); ++dup) unique = fmt::format("{}#{}", id, dup);
+                  ids.insert(unique);
+                  p.id = unique;
+                  if (!error.empty()) {
+                    p.skip_reason = "error: " + error;
+                  } else if (p.skip_reason.empty()) {
+                    p.analytic_bytes = analytic_memory_bytes(s, p);
+                    if (s.memory_budget_bytes > 0 && p.analytic_bytes > s.memory_budget_bytes) {
+                      p.skip_reason = fmt::format("analytic memory {} exceeds the budget {}", mib(p.analytic_bytes),
+                                                  mib(s.memory_budget_bytes));
+                    }
+                  }
+                  p.index = static_cast<int64_t>(points.size());
+                  points.push_back(std::move(p));
+                }
+              }
+            }
+          }
+        }
+      }
+      size_t i = 0;
+      for (; i < at.size(); ++i) {
+        if (++at[i] < param_axes[i].second.size()) break;
+        at[i] = 0;
+      }
+      if (i == at.size()) break;
+    }
+  }
+  return points;
+}
+
+json point_to_json(const Scenario& s, const Point& p) {
+  json r;
+  r["point"] = p.id;
+  r["index"] = p.index;
+  r["scenario"] = s.name;
+  r["kind"] = s.kind;
+  r["pattern"] = p.pattern;
+  r["label"] = p.label;
+  r["attention"] = p.attention;
+  r["params"] = p.params;
+  r["degree_target"] = p.degree_target ? json(*p.degree_target) : json(nullptr);
+  r["solved_param"] = p.solved_param.empty() ? json(nullptr) : json(p.solved_param);
+  r["length"] = p.length;
+  r["tokens"] = p.tokens;
+  r["batch"] = p.batch;
+  r["causal"] = p.causal;
+  r["threads"] = p.threads;
+  r["mode"] = p.mode;
+  r["device"] = s.device;
+  if (s.kind == "attention") {
+    r["heads"] = s.attention.heads;
+    r["head_dim"] = s.attention.head_dim;
+    r["relations"] = s.attention.relations;
+  } else {
+    r["layers"] = s.model.layers;
+    r["dim"] = s.model.dim;
+    r["ffn"] = s.model.ffn;
+    r["heads"] = s.model.heads;
+  }
+  r["degree"] = p.stats.token_in_degree_mean;
+  r["graph"] = {{"n_tokens", p.stats.n_tokens},
+                {"n_nodes", p.stats.n_nodes},
+                {"n_edges", p.stats.n_edges},
+                {"in_degree_min", p.stats.token_in_degree_min},
+                {"in_degree_mean", p.stats.token_in_degree_mean},
+                {"in_degree_max", p.stats.token_in_degree_max},
+                {"bytes", p.stats.bytes},
+                {"max_hops", p.stats.max_hops},
+                {"fingerprint", p.fingerprint}};
+  r["analytic_bytes"] = p.analytic_bytes;
+  return r;
+}
+
+json graph_export_json(const std::string& name, const Params& params, const Graph& g) {
+  json nodes = json::array();
+  for (int64_t id = 0; id < g.n_nodes(); ++id) {
+    const NodeInfo& nd = g.nodes[id];
+    nodes.push_back({{"id", id}, {"kind", node_kind_name(nd.kind)}, {"level", nd.level}, {"first", nd.first},
+                     {"last", nd.last}});
+  }
+  json edges = json::array();
+  for (int64_t u = 0; u < g.n_nodes(); ++u) {
+    for (int64_t e = g.row_ptr[u]; e < g.row_ptr[u + 1]; ++e) {
+      edges.push_back(json::array({g.col[e], u, g.relations[g.rel[e]]}));
+    }
+  }
+  return {{"pattern", name}, {"params", params}, {"n", g.n_tokens}, {"causal", g.causal},
+          {"nodes", std::move(nodes)}, {"edges", std::move(edges)}};
+}
+
+}  // namespace sb

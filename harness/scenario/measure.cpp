@@ -1,0 +1,337 @@
+// Measuring scenario points with LibTorch: the attention op alone, a whole model step, or a training run.
+#include "harness/scenario/measure.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "harness/cli.h"
+#include "harness/model.h"
+#include "harness/trainer.h"
+#include "kernels/torch/graph_attention_op.h"
+#include "kernels/torch/memory_tracker.h"
+#include "patterns/error.h"
+
+#if defined(SB_WITH_CUDA) && __has_include(<c10/cuda/CUDACachingAllocator.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define SB_CUDA_PEAK 1
+#endif
+
+#ifndef SB_BUILD_TYPE
+#define SB_BUILD_TYPE "unknown"
+#endif
+#ifndef SB_GIT_COMMIT
+#define SB_GIT_COMMIT "unknown"
+#endif
+
+namespace sb {
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+// The "BLAS_INFO=..." and "LAPACK_INFO=..." entries of LibTorch's build summary.
+std::string blas_info() {
+  const std::string config = at::show_config();
+  std::vector<std::string> found;
+  for (const char* key : {"BLAS_INFO=", "LAPACK_INFO="}) {
+    const auto at = config.find(key);
+    if (at == std::string::npos) continue;
+    const auto end = config.find_first_of(",\n", at);
+    found.push_back(config.substr(at, end == std::string::npos ? std::string::npos : end - at));
+  }
+  return found.empty() ? "unknown" : fmt::format("{}", fmt::join(found, " "));
+}
+
+torch::Device point_device(const Scenario& s) {
+  if (s.device == "cuda") {
+    if (!torch::cuda::is_available()) throw Error("device \"cuda\" requested but no CUDA device is available");
+    return torch::Device(torch::kCUDA, 0);
+  }
+  return torch::Device(torch::kCPU);
+}
+
+void sync(const torch::Device& d) {
+  if (d.is_cuda()) torch::cuda::synchronize();
+}
+
+// Peak memory of the measured work: CPU via the counting allocator, CUDA via the caching allocator.
+struct PeakProbe {
+  torch::Device device;
+  int64_t base = 0;
+  explicit PeakProbe(torch::Device d) : device(d) {
+    if (!device.is_cuda()) MemoryTracker::install();
+  }
+  const char* source() const { return device.is_cuda() ? "cuda_caching_allocator" : "cpu_counting_allocator"; }
+  bool available() const {
+#ifdef SB_CUDA_PEAK
+    return true;
+#else
+    return !device.is_cuda();
+#endif
+  }
+  void reset() {
+    if (!device.is_cuda()) {
+      MemoryTracker::reset_peak();
+      base = MemoryTracker::current_bytes();
+      return;
+    }
+#ifdef SB_CUDA_PEAK
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+    base = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+               .allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
+               .current;
+#endif
+  }
+  int64_t peak() const {
+    if (!device.is_cuda()) return MemoryTracker::peak_bytes();
+#ifdef SB_CUDA_PEAK
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+        .allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
+        .peak;
+#else
+    return 0;
+#endif
+  }
+};
+
+// Warm-up, then `repeats` timed runs of `work`; fills samples, median, spread, tokens/s and peak memory.
+void time_work(const Scenario& s, const Point& p, torch::Device device, const std::function<void()>& work,
+               json& record) {
+  using clock = std::chrono::steady_clock;
+  for (int64_t i = 0; i < s.warmup; ++i) work();
+  sync(device);
+  PeakProbe probe(device);
+  std::vector<double> samples;
+  int64_t peak_extra = 0, base = 0;
+  for (int64_t i = 0; i < s.repeats; ++i) {
+    probe.reset();
+    const auto t0 = clock::now();
+    work();
+    sync(device);
+    samples.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+    peak_extra = std::max(peak_extra, probe.peak() - probe.base);
+    base = probe.base;
+  }
+  const double tokens = static_cast<double>(p.batch * p.length);
+  const double med = median_of(samples);
+  const double lo = *std::min_element(samples.begin(), samples.end());
+  const double hi = *std::max_element(samples.begin(), samples.end());
+  record["samples_s"] = samples;
+  record["median_s"] = med;
+  record["spread"] = med > 0 ? (hi - lo) / (2.0 * med) : 0.0;  // half range relative to the median
+  record["tokens_per_s"] = med > 0 ? tokens / med : 0.0;
+  record["tokens_per_s_min"] = hi > 0 ? tokens / hi : 0.0;
+  record["tokens_per_s_max"] = lo > 0 ? tokens / lo : 0.0;
+  record["peak_source"] = probe.source();
+  if (probe.available()) {
+    record["peak_bytes"] = peak_extra;          // above what was live before the work (weights, inputs, graph)
+    record["live_before_bytes"] = base;
+    record["peak_total_bytes"] = base + peak_extra;
+  } else {
+    record["peak_bytes"] = nullptr;
+  }
+}
+
+// The last graph built, reused by consecutive points that share it (axes are ordered graph-outermost).
+struct GraphCache {
+  std::string key;
+  std::unique_ptr<Graph> graph;
+  std::unique_ptr<TorchGraph> torch_graph;
+};
+
+const TorchGraph& cached_graph(const Point& p, torch::Device device) {
+  static GraphCache cache;
+  std::string key = fmt::format("{}|{}|{}|{}|", p.pattern, p.length, p.causal, device.str());
+  for (const auto& [k, v] : p.params) key += fmt::format("{}={};", k, v);
+  if (cache.key != key) {
+    cache.torch_graph.reset();
+    cache.graph.reset();
+    cache.key.clear();
+    cache.graph = std::make_unique<Graph>(build_pattern(p.pattern, p.length, p.causal, p.params));
+    cache.torch_graph = std::make_unique<TorchGraph>(TorchGraph::from_graph(*cache.graph, device));
+    cache.key = key;
+  }
+  return *cache.torch_graph;
+}
+
+void measure_attention(const Scenario& s, const Point& p, torch::Device device, json& record) {
+  const int64_t b = p.batch, h = s.attention.heads, d = s.attention.head_dim;
+  const bool backward = p.mode == "forward_backward";
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device).requires_grad(backward);
+  torch::Tensor q, k, v, rel_emb;
+  std::function<torch::Tensor()> op;
+  if (p.attention == "dense") {
+    // q, k, v: [B, T, H, D]
+    q = torch::randn({b, p.length, h, d}, opts);
+    k = torch::randn({b, p.length, h, d}, opts);
+    v = torch::randn({b, p.length, h, d}, opts);
+    op = [&] { return dense_attention(q, k, v, p.causal); };
+  } else {
+    const TorchGraph& g = cached_graph(p, device);
+    // q, k, v: [B, N, H, D] over all graph nodes; rel_emb: [R, D]
+    q = torch::randn({b, g.n_nodes, h, d}, opts);
+    k = torch::randn({b, g.n_nodes, h, d}, opts);
+    v = torch::randn({b, g.n_nodes, h, d}, opts);
+    if (s.attention.relations) rel_emb = torch::randn({g.n_relations, d}, opts) * 0.1;
+    if (rel_emb.defined() && backward) rel_emb = rel_emb.detach().requires_grad_(true);
+    op = [&, gp = &g] { return graph_attention(q, k, v, rel_emb, *gp); };
+  }
+  auto work = [&] {
+    if (!backward) {
+      torch::NoGradGuard no_grad;
+      op();
+      return;
+    }
+    for (torch::Tensor* t : {&q, &k, &v, &rel_emb}) {
+      if (t->defined()) t->mutable_grad() = torch::Tensor();
+    }
+    op().sum().backward();
+  };
+  time_work(s, p, device, work, record);
+}
+
+ModelConfig model_config(const Scenario& s, const Point& p) {
+  ModelConfig cfg;
+  cfg.pattern = p.pattern;
+  cfg.pattern_params = p.params;
+  cfg.attention = p.attention;
+  cfg.causal = p.causal;
+  cfg.context = p.length;
+  cfg.layers = s.model.layers;
+  cfg.dim = s.model.dim;
+  cfg.heads = s.model.heads;
+  cfg.ffn = s.model.ffn;
+  cfg.dropout = s.model.dropout;
+  cfg.post_norm = s.model.post_norm;
+  cfg.positions = s.model.positions;
+  return cfg;
+}
+
+void measure_model(const Scenario& s, const Point& p, torch::Device device, json& record) {
+  torch::manual_seed(static_cast<uint64_t>(s.seed));
+  const ModelConfig cfg = model_config(s, p);
+  validate_model_config(cfg);
+  LanguageModel model(cfg);
+  model->to(device);
+  const bool backward = p.mode == "forward_backward";
+  if (backward) model->train();
+  else model->eval();
+  record["parameters"] = model->parameter_count();
+  // bytes: [B, T] int64
+  const torch::Tensor bytes =
+      torch::randint(0, 256, {p.batch, p.length}, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  const torch::Tensor targets = bytes.roll(-1, 1);
+  auto work = [&] {
+    if (!backward) {
+      torch::NoGradGuard no_grad;
+      model->forward(bytes);
+      return;
+    }
+    model->zero_grad(true);
+    const torch::Tensor logits = model->forward(bytes);  // [B, T, 256]
+    torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1})).backward();
+  };
+  time_work(s, p, device, work, record);
+}
+
+void measure_train(const Scenario& s, const Point& p, json& record, const std::string& out_dir) {
+  std::vector<std::pair<std::string, std::string>> opts = {
+      {"pattern", p.pattern},
+      {"attention", p.attention},
+      {"context", std::to_string(p.length)},
+      {"layers", std::to_string(s.model.layers)},
+      {"dim", std::to_string(s.model.dim)},
+      {"heads", std::to_string(s.model.heads)},
+      {"ffn", std::to_string(s.model.ffn)},
+      {"dropout", fmt::format("{}", s.model.dropout)},
+      {"positions", s.model.positions},
+      {"seed", std::to_string(s.seed)},
+      {"threads", std::to_string(p.threads)},
+      {"out", out_dir},
+  };
+  if (s.model.post_norm) opts.emplace_back("post-norm", "true");
+  for (const auto& [k, v] : p.params) opts.emplace_back("set", fmt::format("{}={}", k, v));
+  bool has_data = false;
+  for (const auto& kv : s.train_options) {
+    opts.push_back(kv);
+    has_data = has_data || kv.first == "data";
+  }
+  if (!has_data) throw Error("kind \"train\" needs /train/data (the enwik8 file)");
+  const TrainConfig cfg = train_config_from_options(opts);
+  const json result = train(cfg);
+  for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss"}) {
+    if (result.contains(key)) record[key] = result[key];
+  }
+  if (result.contains("timing")) record["timing"] = result["timing"];
+  if (result.contains("evals")) record["evals"] = result["evals"];
+  record["train_dir"] = out_dir;
+  const std::string status = result.value("status", std::string("ok"));
+  if (status != "ok") {
+    record["status"] = "failed";
+    record["reason"] = fmt::format("trainer finished with status '{}'", status);
+  }
+}
+
+}  // namespace
+
+void measure_point(const Scenario& s, const Point& p, const std::string& run_dir, json& record) {
+  record["threads_used"] = set_cpu_threads(static_cast<int>(p.threads));
+  if (s.kind == "train") {
+    measure_train(s, p, record, fmt::format("{}/train/{:04}", run_dir, p.index));
+    return;
+  }
+  const torch::Device device = point_device(s);
+  torch::manual_seed(static_cast<uint64_t>(s.seed));
+  if (s.kind == "attention") measure_attention(s, p, device, record);
+  else measure_model(s, p, device, record);
+}
+
+json run_environment() {
+  json env;
+  env["commit"] = SB_GIT_COMMIT;
+  env["build_type"] = SB_BUILD_TYPE;
+#if defined(__clang__)
+  env["compiler"] = fmt::format("clang {}", __clang_version__);
+#elif defined(__GNUC__)
+  env["compiler"] = fmt::format("gcc {}", __VERSION__);
+#else
+  env["compiler"] = "unknown";
+#endif
+  env["libtorch"] = fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
+  env["blas"] = blas_info();
+  env["threads_default"] = at::get_num_threads();
+  env["hardware_threads"] = std::thread::hardware_concurrency();
+  env["cpu"] = cpu_model();
+  env["cuda_available"] = torch::cuda::is_available();
+  env["gpu_count"] = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+#ifdef SB_WITH_CUDA
+  env["cuda_kernels_built"] = true;
+#else
+  env["cuda_kernels_built"] = false;
+#endif
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0) env["host"] = host;
+  return env;
+}
+
+}  // namespace sb

@@ -1,0 +1,127 @@
+// Scenario files: loading, --set overrides, validation and axis expansion (plain C++, no LibTorch).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "patterns/graph.h"
+#include "patterns/pattern.h"
+
+namespace sb {
+
+using json = nlohmann::json;
+
+// Keys the validator accepts at each level (scenarios/schema.json lists the same ones).
+const std::vector<std::string>& scenario_top_keys();
+const std::vector<std::string>& scenario_axes_keys();
+const std::vector<std::string>& scenario_attention_keys();
+const std::vector<std::string>& scenario_model_keys();
+const std::vector<std::string>& scenario_train_keys();
+// Keys of a pattern entry besides the pattern's own parameters.
+const std::vector<std::string>& scenario_pattern_entry_keys();
+
+// Parses JSON text; a malformed document throws sb::Error "FILE:LINE:COL: malformed JSON: ...".
+json parse_scenario_text(const std::string& text, const std::string& file);
+// Reads and parses a scenario file; unreadable -> sb::Error naming the file.
+json read_scenario_file(const std::string& path);
+
+// Applies "--set path=value": path is slash-separated (a leading '/' is optional), value is JSON
+// (text that is not valid JSON is taken as a string). Missing objects on the way are created.
+void apply_override(json& doc, const std::string& assignment);
+
+// Checks the whole document; throws sb::Error "FILE: /json/pointer: message" at the first problem.
+void validate_scenario(const json& doc, const std::string& file);
+
+struct AttentionSettings {
+  int64_t heads = 8;
+  int64_t head_dim = 64;
+  bool relations = true;
+};
+
+struct ModelSettings {
+  int64_t layers = 6;
+  int64_t dim = 512;
+  int64_t ffn = 2048;
+  int64_t heads = 8;
+  double dropout = 0.0;
+  bool post_norm = false;
+  std::string positions = "relative";
+};
+
+// A validated scenario with defaults filled in.
+struct Scenario {
+  std::string file;
+  std::string name;
+  std::string description;
+  std::string kind;    // attention | model | train
+  std::string device;  // cpu | cuda
+  int64_t repeats = 5;
+  int64_t warmup = 1;
+  int64_t seed = 0;
+  int64_t memory_budget_bytes = 0;  // 0: no budget
+  AttentionSettings attention;
+  ModelSettings model;
+  std::vector<std::pair<std::string, std::string>> train_options;  // trainer CLI option names
+  json doc;  // the document after overrides (recorded in run.json)
+};
+
+// Validates and converts; `file` names the source in messages.
+Scenario scenario_from_json(const json& doc, const std::string& file);
+// read_scenario_file + overrides + scenario_from_json.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides);
+
+// One expanded configuration.
+struct Point {
+  int64_t index = 0;
+  std::string id;  // stable key of the axis values, used by --resume
+  std::string pattern;
+  std::string label;      // display name: "bpt(k=4)", "dense [dense op]"
+  std::string attention;  // graph | dense
+  Params params;          // resolved (solved parameter included)
+  std::optional<double> degree_target;
+  std::string solved_param;  // parameter chosen to meet degree_target
+  int64_t length = 0;        // tokens per sequence (train: context)
+  int64_t tokens = 0;        // tokens per batch (0 when batch is given directly)
+  int64_t batch = 1;
+  bool causal = false;
+  int64_t threads = 0;
+  std::string mode;  // attention/model: forward | forward_backward; train: train
+  GraphStats stats;
+  std::string fingerprint;
+  int64_t analytic_bytes = 0;
+  std::string skip_reason;  // non-empty: recorded as skipped, not run
+};
+
+// Solves the integer value of `param` in [lo, hi] whose graph's mean token in-degree is closest
+// to `target` (binary search: the degree is taken as monotone in the parameter).
+struct DegreeSolution {
+  int64_t value = 0;
+  double achieved = 0.0;
+  int64_t builds = 0;  // graphs built during the search
+};
+DegreeSolution solve_degree(const std::string& pattern, int64_t n, bool causal, Params fixed,
+                            const std::string& param, double target);
+
+// Analytic memory of a point in bytes (formula in scenarios/README.md). `stats` must be filled.
+int64_t analytic_memory_bytes(const Scenario& s, const Point& p);
+
+// Statistics of the dense op's implicit graph, computed without building it.
+GraphStats dense_op_stats(int64_t n, bool causal);
+
+// Expands the axes into points: graph statistics, analytic memory and skip decisions included.
+// `progress` (optional) is told about each graph-building step for long expansions.
+std::vector<Point> expand_scenario(const Scenario& s);
+
+// The record fields that describe a point (axis values, graph statistics, analytic memory).
+json point_to_json(const Scenario& s, const Point& p);
+
+// Graph export in the format of `sparsebench pattern --export` (see PATTERNS.md).
+json graph_export_json(const std::string& name, const Params& params, const Graph& g);
+
+}  // namespace sb

@@ -1,0 +1,550 @@
+// Trainer: AdamW with warm-up + cosine decay, clipping, periodic evaluation, atomic checkpoints and resume.
+#include "harness/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <torch/version.h>
+
+#include "harness/checkpoint.h"
+#include "harness/cli.h"
+#include "harness/data.h"
+#include "patterns/error.h"
+
+namespace sb {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t parse_int(const std::string& name, const std::string& v, int64_t min_value) {
+  size_t used = 0;
+  int64_t out = 0;
+  try {
+    out = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size()) throw Error(fmt::format("--{}: expected an integer, got '{}'", name, v));
+  if (out < min_value) throw Error(fmt::format("--{}: expected an integer >= {}, got {}", name, min_value, out));
+  return out;
+}
+
+double parse_real(const std::string& name, const std::string& v, double min_value, double max_value) {
+  size_t used = 0;
+  double out = 0;
+  try {
+    out = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size() || !std::isfinite(out)) {
+    throw Error(fmt::format("--{}: expected a number, got '{}'", name, v));
+  }
+  if (out < min_value || out > max_value) {
+    throw Error(fmt::format("--{}: expected a number in [{}, {}], got {}", name, min_value, max_value, out));
+  }
+  return out;
+}
+
+bool parse_bool(const std::string& name, const std::string& v) {
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  throw Error(fmt::format("--{}: expected true or false, got '{}'", name, v));
+}
+
+// Learning rate at optimizer step `step` (1-based): linear warm-up, then cosine decay to lr * min_lr_ratio.
+// With a time budget, progress is the larger of the step and the time fraction.
+double learning_rate(const TrainConfig& cfg, int64_t step, double train_s) {
+  if (cfg.warmup > 0 && step <= cfg.warmup) return cfg.lr * static_cast<double>(step) / cfg.warmup;
+  double progress = static_cast<double>(step - cfg.warmup) / std::max<int64_t>(1, cfg.steps - cfg.warmup);
+  if (cfg.minutes > 0) progress = std::max(progress, train_s / (cfg.minutes * 60.0));
+  progress = std::min(1.0, std::max(0.0, progress));
+  const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
+  return cfg.lr * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine);
+}
+
+struct EvalResult {
+  double bpc = 0.0;
+  int64_t bytes = 0;
+  double seconds = 0.0;
+};
+
+// Bits per byte over a split, each target scored once with at least half a context of history.
+EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64_t context, int64_t limit,
+                    int64_t eval_batch) {
+  const double t0 = now_s();
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  const auto windows = eval_windows(split, context, limit);
+  const uint8_t* bytes = data.bytes().data();
+  const auto dtype = model->parameters().front().scalar_type();
+  const auto device = model->parameters().front().device();
+  double nats = 0.0;
+  int64_t scored = 0;
+  for (size_t first = 0; first < windows.size(); first += static_cast<size_t>(eval_batch)) {
+    const size_t count = std::min(windows.size() - first, static_cast<size_t>(eval_batch));
+    const int64_t len = windows[first].len;
+    auto inputs = torch::empty({static_cast<int64_t>(count), len}, torch::kInt64);
+    auto targets = torch::empty({static_cast<int64_t>(count), len}, torch::kInt64);
+    auto mask = torch::zeros({static_cast<int64_t>(count), len}, torch::kFloat64);
+    auto in_a = inputs.accessor<int64_t, 2>();
+    auto tg_a = targets.accessor<int64_t, 2>();
+    auto mk_a = mask.accessor<double, 2>();
+    for (size_t w = 0; w < count; ++w) {
+      const EvalWindow& win = windows[first + w];
+      for (int64_t t = 0; t < len; ++t) {
+        in_a[w][t] = bytes[win.start + t];
+        tg_a[w][t] = bytes[win.start + t + 1];
+        mk_a[w][t] = t >= win.score_from ? 1.0 : 0.0;
+      }
+    }
+    auto logits = model->forward(inputs.to(device));  // [b, len, 256]
+    auto logp = torch::log_softmax(logits.to(torch::kFloat64), -1);
+    auto nll = -logp.gather(2, targets.to(device).unsqueeze(2)).squeeze(2).cpu();  // [b, len]
+    nats += (nll * mask).sum().item<double>();
+    scored += static_cast<int64_t>(mask.sum().item<double>());
+  }
+  if (was_training) model->train();
+  (void)dtype;
+  EvalResult r;
+  r.bytes = scored;
+  r.bpc = scored ? nats / scored / std::log(2.0) : std::numeric_limits<double>::quiet_NaN();
+  r.seconds = now_s() - t0;
+  return r;
+}
+
+void append_line(const std::string& path, const json& record) {
+  std::ofstream out(path, std::ios::app);
+  if (!out) throw Error(fmt::format("cannot append to '{}'", path));
+  out << record.dump() << '\n';
+}
+
+// Keeps only the records of steps <= `step` (a resumed run rewrites what came after its checkpoint).
+void truncate_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json r = json::parse(line, nullptr, false);
+    if (r.is_discarded()) continue;  // a line cut short by a crash
+    if (r.value("step", int64_t{0}) <= step && r.value("kind", "") != "final") kept += line + '\n';
+  }
+  in.close();
+  write_file_atomic(path, kept);
+}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const auto total = static_cast<int64_t>(s + 0.5);
+  if (total >= 3600) return fmt::format("{}h{:02}m", total / 3600, (total / 60) % 60);
+  return fmt::format("{}m{:02}s", total / 60, total % 60);
+}
+
+json model_json(const ModelConfig& m) {
+  return {{"pattern", m.attention == "dense" ? "dense (baseline)" : m.pattern},
+          {"pattern_params", m.pattern_params},
+          {"attention", m.attention},
+          {"causal", m.causal},
+          {"context", m.context},
+          {"layers", m.layers},
+          {"dim", m.dim},
+          {"heads", m.heads},
+          {"ffn", m.ffn},
+          {"dropout", m.dropout},
+          {"post_norm", m.post_norm},
+          {"positions", m.positions}};
+}
+
+}  // namespace
+
+const std::vector<std::string>& train_option_names() {
+  static const std::vector<std::string> names = {
+      "pattern", "set",         "data",         "out",      "context",    "layers",       "dim",
+      "heads",   "ffn",         "dropout",      "post-norm", "positions", "attention",    "steps",
+      "minutes", "batch",       "lr",           "min-lr-ratio", "warmup", "weight-decay", "beta1",
+      "beta2",   "clip",        "seed",         "eval-every", "eval-bytes", "eval-batch", "checkpoint-every",
+      "log-every", "threads",   "resume",       "profile",  "no-final-eval", "quiet",     "stop-after"};
+  return names;
+}
+
+const std::vector<std::string>& train_flag_names() {
+  static const std::vector<std::string> flags = {"post-norm", "resume", "profile", "no-final-eval", "quiet"};
+  return flags;
+}
+
+TrainConfig train_config_from_options(const std::vector<std::pair<std::string, std::string>>& options) {
+  TrainConfig c;
+  ModelConfig& m = c.model;
+  bool pattern_given = false;
+  for (const auto& [name, v] : options) {
+    if (name == "pattern") {
+      m.pattern = v;
+      pattern_given = true;
+    } else if (name == "set") {
+      try {
+        parse_param_assignment(v, m.pattern_params);
+      } catch (const Error& e) {
+        throw Error(fmt::format("--set: {}", e.what()));
+      }
+    } else if (name == "data") {
+      c.data = v;
+    } else if (name == "out") {
+      if (v.empty()) throw Error("--out: expected a directory, got an empty string");
+      c.out_dir = v;
+    } else if (name == "context") {
+      m.context = parse_int(name, v, 2);
+    } else if (name == "layers") {
+      m.layers = parse_int(name, v, 1);
+    } else if (name == "dim") {
+      m.dim = parse_int(name, v, 1);
+    } else if (name == "heads") {
+      m.heads = parse_int(name, v, 1);
+    } else if (name == "ffn") {
+      m.ffn = parse_int(name, v, 1);
+    } else if (name == "dropout") {
+      m.dropout = parse_real(name, v, 0.0, 0.99);
+    } else if (name == "post-norm") {
+      m.post_norm = parse_bool(name, v);
+    } else if (name == "positions") {
+      if (v != "relative" && v != "absolute") {
+        throw Error(fmt::format("--positions: expected 'relative' or 'absolute', got '{}'", v));
+      }
+      m.positions = v;
+    } else if (name == "attention") {
+      if (v != "graph" && v != "dense") throw Error(fmt::format("--attention: expected 'graph' or 'dense', got '{}'", v));
+      m.attention = v;
+    } else if (name == "steps") {
+      c.steps = parse_int(name, v, 1);
+    } else if (name == "minutes") {
+      c.minutes = parse_real(name, v, 0.0, 1e7);
+    } else if (name == "batch") {
+      c.batch = parse_int(name, v, 1);
+    } else if (name == "lr") {
+      c.lr = parse_real(name, v, 0.0, 10.0);
+    } else if (name == "min-lr-ratio") {
+      c.min_lr_ratio = parse_real(name, v, 0.0, 1.0);
+    } else if (name == "warmup") {
+      c.warmup = parse_int(name, v, 0);
+    } else if (name == "weight-decay") {
+      c.weight_decay = parse_real(name, v, 0.0, 10.0);
+    } else if (name == "beta1") {
+      c.beta1 = parse_real(name, v, 0.0, 0.999999);
+    } else if (name == "beta2") {
+      c.beta2 = parse_real(name, v, 0.0, 0.999999);
+    } else if (name == "clip") {
+      c.clip = parse_real(name, v, 0.0, 1e9);
+    } else if (name == "seed") {
+      c.seed = static_cast<uint64_t>(parse_int(name, v, 0));
+    } else if (name == "eval-every") {
+      c.eval_every = parse_int(name, v, 0);
+    } else if (name == "eval-bytes") {
+      c.eval_bytes = parse_int(name, v, 0);
+    } else if (name == "eval-batch") {
+      c.eval_batch = parse_int(name, v, 1);
+    } else if (name == "checkpoint-every") {
+      c.checkpoint_every = parse_int(name, v, 0);
+    } else if (name == "log-every") {
+      c.log_every = parse_int(name, v, 1);
+    } else if (name == "threads") {
+      c.threads = static_cast<int>(parse_int(name, v, 0));
+    } else if (name == "resume") {
+      c.resume = parse_bool(name, v);
+    } else if (name == "profile") {
+      c.profile = parse_bool(name, v);
+    } else if (name == "no-final-eval") {
+      c.final_eval = !parse_bool(name, v);
+    } else if (name == "quiet") {
+      c.quiet = parse_bool(name, v);
+    } else if (name == "stop-after") {
+      c.stop_after = parse_int(name, v, 0);
+    } else {
+      throw Error(fmt::format("unknown option --{}; see --help", name));
+    }
+  }
+  if (m.attention == "dense" && pattern_given && m.pattern != "dense") {
+    throw Error(fmt::format("--attention dense is the plain dense baseline; it takes no --pattern (got '{}')",
+                            m.pattern));
+  }
+  validate_model_config(m);
+  return c;
+}
+
+json train_config_json(const TrainConfig& c) {
+  return {{"model", model_json(c.model)},
+          {"data", c.data},
+          {"out_dir", c.out_dir},
+          {"steps", c.steps},
+          {"minutes", c.minutes},
+          {"batch", c.batch},
+          {"lr", c.lr},
+          {"min_lr_ratio", c.min_lr_ratio},
+          {"warmup", c.warmup},
+          {"weight_decay", c.weight_decay},
+          {"beta1", c.beta1},
+          {"beta2", c.beta2},
+          {"clip", c.clip},
+          {"seed", c.seed},
+          {"eval_every", c.eval_every},
+          {"eval_bytes", c.eval_bytes},
+          {"eval_batch", c.eval_batch},
+          {"checkpoint_every", c.checkpoint_every},
+          {"threads", c.threads}};
+}
+
+json train(const TrainConfig& cfg) {
+  const double t_start = now_s();
+  if (cfg.data.empty()) {
+    throw Error(
+        "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use "
+        "the 4 MB prefix shared/data/enwik8-head.bin)");
+  }
+  const int threads = set_cpu_threads(cfg.threads);
+  const Enwik8 data(cfg.data, 20 * (cfg.model.context + 2));
+
+  std::error_code ec;
+  fs::create_directories(cfg.out_dir, ec);
+  if (ec) throw Error(fmt::format("--out: cannot create directory '{}': {}", cfg.out_dir, ec.message()));
+  const std::string metrics_path = (fs::path(cfg.out_dir) / "metrics.jsonl").string();
+  const std::string ckpt_path = (fs::path(cfg.out_dir) / "checkpoint.pt").string();
+  const std::string result_path = (fs::path(cfg.out_dir) / "result.json").string();
+
+  torch::manual_seed(cfg.seed);
+  LanguageModel model(cfg.model);
+  model->train();
+  model->attention_timer().enabled = cfg.profile;
+
+  // Weight decay on matrices only (not on biases, norms, embeddings or relation tables).
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& item : model->named_parameters()) {
+    const bool is_matrix = item.value().dim() == 2 && item.key().find("embed") == std::string::npos &&
+                           item.key().find("rel_emb") == std::string::npos &&
+                           item.key().find("pos_emb") == std::string::npos;
+    (is_matrix ? decay : no_decay).push_back(item.value());
+  }
+  auto adamw = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).weight_decay(wd).eps(1e-8));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, adamw(cfg.weight_decay));
+  groups.emplace_back(no_decay, adamw(0.0));
+  torch::optim::AdamW optimizer(groups, torch::optim::AdamWOptions(cfg.lr));
+
+  std::mt19937_64 rng(cfg.seed);
+  int64_t step = 0;
+  double train_s = 0.0;
+  json evals = json::array();
+  const json config = train_config_json(cfg);
+  if (cfg.resume) {
+    if (!fs::exists(ckpt_path)) {
+      throw Error(fmt::format("--resume: no checkpoint '{}' to resume from (run without --resume first)", ckpt_path));
+    }
+    TrainState st = load_checkpoint(ckpt_path, *model, optimizer);
+    const json saved_model = st.info.value("config", json::object()).value("model", json::object());
+    if (saved_model != config["model"]) {
+      throw Error(fmt::format("--resume: checkpoint '{}' was written for a different model ({}), not {}", ckpt_path,
+                              saved_model.dump(), config["model"].dump()));
+    }
+    step = st.step;
+    train_s = st.train_s;
+    std::istringstream(st.data_rng) >> rng;
+    evals = st.info.value("evals", json::array());
+    truncate_metrics(metrics_path, step);
+  } else {
+    write_file_atomic(metrics_path, "");
+  }
+
+  const auto& sg = model->sequence_graph(cfg.model.context);
+  const int64_t n_edges = sg.graph.col.defined() ? sg.graph.col.numel() : sg.n_tokens * (sg.n_tokens + 1) / 2;
+  json graph_info = {{"n_tokens", sg.n_tokens}, {"n_nodes", sg.n_nodes}, {"n_edges", n_edges},
+                     {"fingerprint", sg.fingerprint}};
+  json provenance = data.provenance();
+  if (!cfg.quiet) {
+    fmt::print("train: {} parameters, pattern {} {} ({} nodes, {} edges at context {}), {} threads\n",
+               model->parameter_count(), config["model"]["pattern"].get<std::string>(),
+               json(model->resolved_params()).dump(), sg.n_nodes, n_edges, cfg.model.context, threads);
+    fmt::print("train: data {} ({} bytes, sha256 {}), split train {} / valid {} / test {}\n", data.path(),
+               data.size(), data.sha256(), data.train().size(), data.valid().size(), data.test().size());
+    if (step > 0) fmt::print("train: resumed from {} at step {}\n", ckpt_path, step);
+    std::fflush(stdout);
+  }
+
+  auto save = [&]() {
+    const double t0 = now_s();
+    TrainState st;
+    st.step = step;
+    st.train_s = train_s;
+    std::ostringstream r;
+    r << rng;
+    st.data_rng = r.str();
+    st.info = {{"config", config}, {"evals", evals}};
+    save_checkpoint(ckpt_path, *model, optimizer, st);
+    return now_s() - t0;
+  };
+
+  const double budget_s = cfg.minutes * 60.0;
+  const int64_t window = cfg.model.context + 1;
+  const int64_t tokens_per_step = cfg.batch * cfg.model.context;
+  std::string status = "ok";
+  double eval_s = 0.0, checkpoint_s = 0.0;
+  double fwd_s = 0.0, bwd_s = 0.0, opt_s = 0.0, data_s = 0.0;
+  int64_t steps_this_run = 0;
+  double interval_loss = 0.0, interval_train_s = 0.0;
+  int64_t interval_steps = 0;
+  double last_loss = std::numeric_limits<double>::quiet_NaN();
+
+  while (step < cfg.steps && !(budget_s > 0 && train_s >= budget_s)) {
+    const double t0 = now_s();
+    const double lr = learning_rate(cfg, step + 1, train_s);
+    for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+    auto batch = sample_windows(data, data.train(), cfg.batch, window, rng);
+    auto inputs = batch.slice(1, 0, cfg.model.context);
+    auto targets = batch.slice(1, 1, window);
+    const double t1 = now_s();
+    auto logits = model->forward(inputs);
+    auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
+    const double loss_v = loss.item<double>();
+    const double t2 = now_s();
+    if (!std::isfinite(loss_v)) {
+      status = "diverged";
+      last_loss = loss_v;
+      if (!cfg.quiet) fmt::print("train: step {}: loss is {}, stopping (status diverged)\n", step + 1, loss_v);
+      append_line(metrics_path, {{"kind", "diverged"}, {"step", step + 1}, {"loss", loss_v}});
+      break;
+    }
+    optimizer.zero_grad();
+    loss.backward();
+    const double t3 = now_s();
+    if (cfg.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.clip);
+    optimizer.step();
+    const double t4 = now_s();
+    data_s += t1 - t0, fwd_s += t2 - t1, bwd_s += t3 - t2, opt_s += t4 - t3;
+    train_s += t4 - t0;
+    ++step;
+    ++steps_this_run;
+    last_loss = loss_v;
+    interval_loss += loss_v;
+    interval_train_s += t4 - t0;
+    ++interval_steps;
+
+    const bool last = step >= cfg.steps || (budget_s > 0 && train_s >= budget_s);
+    if (step % cfg.log_every == 0 || last) {
+      const double mean_loss = interval_loss / interval_steps;
+      const double tps = interval_steps * tokens_per_step / std::max(1e-9, interval_train_s);
+      const double per_step = interval_train_s / interval_steps;
+      double eta = (cfg.steps - step) * per_step;
+      if (budget_s > 0) eta = std::min(eta, budget_s - train_s);
+      append_line(metrics_path, {{"kind", "train"},
+                                 {"step", step},
+                                 {"loss", mean_loss},
+                                 {"bpc", mean_loss / std::log(2.0)},
+                                 {"lr", lr},
+                                 {"tokens_per_s", tps},
+                                 {"train_s", train_s}});
+      if (!cfg.quiet) {
+        fmt::print("step {:>6}  loss {:.4f}  bpc {:.4f}  lr {:.2e}  {:.0f} tok/s  elapsed {}  eta {}\n", step,
+                   mean_loss, mean_loss / std::log(2.0), lr, tps, format_duration(train_s), format_duration(eta));
+        std::fflush(stdout);
+      }
+      interval_loss = interval_train_s = 0.0;
+      interval_steps = 0;
+    }
+    if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && !last) {
+      const EvalResult r = evaluate(model, data, data.valid(), cfg.model.context, cfg.eval_bytes, cfg.eval_batch);
+      eval_s += r.seconds;
+      json rec = {{"kind", "eval"}, {"split", "valid"}, {"step", step}, {"bpc", r.bpc},
+                  {"bytes", r.bytes}, {"train_s", train_s}};
+      evals.push_back(rec);
+      append_line(metrics_path, rec);
+      if (!cfg.quiet) {
+        fmt::print("eval  {:>6}  valid bpc {:.4f} ({} bytes, {:.1f} s)\n", step, r.bpc, r.bytes, r.seconds);
+        std::fflush(stdout);
+      }
+    }
+    if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) checkpoint_s += save();
+    if (cfg.stop_after > 0 && steps_this_run >= cfg.stop_after && !last) {
+      status = "stopped";
+      break;
+    }
+  }
+
+  json result = {{"config", config},
+                 {"data", provenance},
+                 {"graph", graph_info},
+                 {"parameters", model->parameter_count()},
+                 {"pattern_params", model->resolved_params()},
+                 {"steps", step},
+                 {"status", status},
+                 {"final_loss", std::isfinite(last_loss) ? json(last_loss) : json(nullptr)},
+                 {"threads", threads},
+                 {"git_commit", SB_GIT_COMMIT},
+                 {"torch_version", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
+                                               TORCH_VERSION_PATCH)},
+                 {"evals", evals}};
+  if (status == "stopped") return result;  // as if killed: the checkpoint is the only trace
+  if (status == "ok") checkpoint_s += save();
+
+  json valid_bpc = nullptr, test_bpc = nullptr;
+  if (status == "ok" && cfg.final_eval) {
+    const EvalResult v = evaluate(model, data, data.valid(), cfg.model.context, 0, cfg.eval_batch);
+    const EvalResult t = evaluate(model, data, data.test(), cfg.model.context, 0, cfg.eval_batch);
+    eval_s += v.seconds + t.seconds;
+    valid_bpc = v.bpc;
+    test_bpc = t.bpc;
+    append_line(metrics_path, {{"kind", "final"}, {"step", step}, {"valid_bpc", v.bpc}, {"valid_bytes", v.bytes},
+                               {"test_bpc", t.bpc}, {"test_bytes", t.bytes}});
+    if (!cfg.quiet) fmt::print("final  valid bpc {:.4f}  test bpc {:.4f}\n", v.bpc, t.bpc);
+  }
+  result["valid_bpc"] = valid_bpc;
+  result["test_bpc"] = test_bpc;
+  result["tokens_per_s"] = train_s > 0 ? step * tokens_per_step / train_s : 0.0;
+  json timing = {{"train_s", train_s},
+                 {"eval_s", eval_s},
+                 {"checkpoint_s", checkpoint_s},
+                 {"total_s", now_s() - t_start},
+                 {"this_run", {{"steps", steps_this_run},
+                               {"data_s", data_s},
+                               {"forward_s", fwd_s},
+                               {"backward_s", bwd_s},
+                               {"optimizer_s", opt_s}}}};
+  if (cfg.profile) {
+    const AttentionTimer& at = model->attention_timer();
+    const double step_total = data_s + fwd_s + bwd_s + opt_s;
+    const double attn = at.forward_s + at.backward_s;
+    timing["profile"] = {{"attention_forward_s", at.forward_s},
+                         {"attention_backward_s", at.backward_s},
+                         {"rest_forward_s", fwd_s - at.forward_s},
+                         {"rest_backward_s", bwd_s - at.backward_s},
+                         {"optimizer_s", opt_s},
+                         {"data_s", data_s},
+                         {"attention_fraction", step_total > 0 ? attn / step_total : 0.0}};
+    if (!cfg.quiet) {
+      const double n = std::max<int64_t>(1, steps_this_run);
+      fmt::print(
+          "profile (per step, ms): attention fwd {:.1f} bwd {:.1f} | rest fwd {:.1f} bwd {:.1f} | optimizer+clip "
+          "{:.1f} | data {:.1f} | attention share {:.1f}%\n",
+          1e3 * at.forward_s / n, 1e3 * at.backward_s / n, 1e3 * (fwd_s - at.forward_s) / n,
+          1e3 * (bwd_s - at.backward_s) / n, 1e3 * opt_s / n, 1e3 * data_s / n,
+          100.0 * (step_total > 0 ? attn / step_total : 0.0));
+    }
+  }
+  result["timing"] = timing;
+  write_file_atomic(result_path, result.dump(2) + "\n");
+  return result;
+}
+
+}  // namespace sb

@@ -1,0 +1,26 @@
+// CUDA graph self-attention launchers (plain C++ interface, no LibTorch): same GsaParams as the CPU kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gsa_params.h"
+
+namespace sb {
+
+// Largest head dimension the CUDA kernels handle (a warp keeps D / 32 values per lane in registers).
+constexpr int64_t kGsaCudaMaxD = 256;
+
+// Workspace sizes (fp32 elements): delta [B, N, H]; edge_ds [B, E, H] when rel_emb is set, else 0.
+int64_t gsa_cuda_delta_elems(const GsaParams& p);
+int64_t gsa_cuda_edge_ds_elems(const GsaParams& p);
+
+// All pointers in p are device pointers; stream is a cudaStream_t (nullptr: the default stream).
+// dtype f32, f64, f16 or bf16 (accumulation in fp32; fp64 in fp64). lse is fp32 (fp64 for fp64).
+// Throws sb::Error on a launch failure or an unsupported D.
+void gsa_forward_cuda(const GsaParams& p, void* stream);
+void gsa_backward_cuda(const GsaParams& p, void* stream);
+
+// Number of visible CUDA devices (0 when there is no driver or device).
+int gsa_cuda_device_count();
+
+}  // namespace sb

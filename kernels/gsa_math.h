@@ -1,0 +1,62 @@
+// Per-edge graph-attention math shared by the CPU and CUDA kernels (host and device inline functions).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#if defined(__CUDACC__)
+#define SB_HD __host__ __device__ __forceinline__
+#else
+#define SB_HD inline
+#endif
+
+namespace sb {
+
+// Accumulation type: fp32 for fp32 and the half types, fp64 for fp64.
+template <typename T> struct GsaAcc { using type = float; };
+template <> struct GsaAcc<double> { using type = double; };
+
+template <typename A> SB_HD A gsa_neg_inf() { return -std::numeric_limits<A>::infinity(); }
+
+SB_HD float gsa_exp(float x) {
+#if defined(__CUDA_ARCH__)
+  return __expf(x);
+#else
+  return std::exp(x);
+#endif
+}
+SB_HD double gsa_exp(double x) { return exp(x); }
+SB_HD float gsa_log(float x) { return logf(x); }
+SB_HD double gsa_log(double x) { return log(x); }
+
+// Online softmax state of one (row, head): running max m and normaliser l relative to m.
+template <typename A>
+struct GsaSoftmaxState {
+  A m;
+  A l;
+};
+
+template <typename A> SB_HD GsaSoftmaxState<A> gsa_softmax_init() { return {gsa_neg_inf<A>(), A(0)}; }
+
+// Factor by which sums taken relative to m_old must be scaled to be relative to m_new (m_new >= m_old).
+// m_old = -inf (nothing seen yet) gives 0 rather than exp(nan).
+template <typename A> SB_HD A gsa_rescale(A m_old, A m_new) {
+  return m_old == gsa_neg_inf<A>() ? A(0) : gsa_exp(m_old - m_new);
+}
+
+// log-sum-exp of a finished row; -inf when the row has no sources.
+template <typename A> SB_HD A gsa_lse(const GsaSoftmaxState<A>& st) {
+  return st.l > A(0) ? st.m + gsa_log(st.l) : gsa_neg_inf<A>();
+}
+
+// 1 / l for the output normalisation; 0 for an empty row so its output is zero.
+template <typename A> SB_HD A gsa_inv_norm(const GsaSoftmaxState<A>& st) { return st.l > A(0) ? A(1) / st.l : A(0); }
+
+// Attention probability of an edge from its scaled score and the row's lse (backward recomputation).
+template <typename A> SB_HD A gsa_prob(A s, A lse) { return gsa_exp(s - lse); }
+
+// dS = P * (dP - delta), dP = dO . v, delta = dO . O.
+template <typename A> SB_HD A gsa_dscore(A p, A dp, A delta) { return p * (dp - delta); }
+
+}  // namespace sb

@@ -1,0 +1,69 @@
+// GsaParams: the plain-data argument block every graph self-attention kernel (CPU and CUDA) takes.
+#pragma once
+
+#include <cstdint>
+
+namespace sb {
+
+// A pattern graph as raw device-resident arrays (see patterns/graph.h for the layout).
+struct GsaGraphView {
+  const int64_t* row_ptr = nullptr;    // [N + 1] CSR by destination
+  const int32_t* col = nullptr;        // [E] source node of each edge
+  const int32_t* rel = nullptr;        // [E] relation id of each edge (read only when rel_emb is set)
+  const int64_t* t_row_ptr = nullptr;  // [N + 1] CSR by source
+  const int32_t* t_col = nullptr;      // [E] destination of each transposed edge
+  const int32_t* t_edge = nullptr;     // [E] edge index of each transposed edge
+  // Edges grouped by relation (used by the CUDA d(rel_emb) pass): rel_edge[rel_ptr[r]..rel_ptr[r+1]) are
+  // the edges of relation r in ascending order and rel_dst their destinations.
+  const int64_t* rel_ptr = nullptr;    // [R + 1]
+  const int32_t* rel_edge = nullptr;   // [E]
+  const int32_t* rel_dst = nullptr;    // [E]
+  int64_t n_nodes = 0;
+  int64_t n_edges = 0;
+};
+
+// Element strides of a [B, N, H, D] tensor whose last dimension is contiguous.
+struct GsaStrides {
+  int64_t batch = 0;
+  int64_t node = 0;
+  int64_t head = 0;
+};
+
+// Element type of every floating tensor in one call (lse and workspaces are always fp32).
+enum class GsaDtype : uint8_t { f32, f64, f16, bf16 };
+
+struct GsaParams {
+  GsaGraphView graph;
+  GsaDtype dtype = GsaDtype::f32;
+  int64_t B = 0, N = 0, H = 0, D = 0;
+  int64_t R = 0;        // relation table rows; 0 when there is no rel_emb
+  double scale = 1.0;   // usually 1 / sqrt(D)
+
+  // Forward inputs and output, [B, N, H, D].
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  GsaStrides q_strides, k_strides, v_strides, o_strides;
+  // rel_emb: [R, D] shared by all heads, row stride rel_stride; nullptr for none.
+  const void* rel_emb = nullptr;
+  int64_t rel_stride = 0;
+  // lse: [B, N, H] contiguous natural-log softmax normaliser in the accumulation type (fp32, fp64 for
+  // fp64 inputs); -inf for a row without sources.
+  void* lse = nullptr;
+
+  // Backward: d_o in, dq/dk/dv out ([B, N, H, D], same strides as q/k/v), d_rel_emb out ([R, D], rel_stride).
+  const void* d_o = nullptr;
+  GsaStrides d_o_strides;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  GsaStrides dq_strides, dk_strides, dv_strides;
+  void* d_rel_emb = nullptr;
+  // Backward workspaces in the accumulation type, caller-allocated (sizes: gsa_cpu.h / cuda/gsa_cuda.h):
+  void* delta = nullptr;        // [B, N, H]: sum_d dO * O
+  void* rel_partial = nullptr;  // CPU: [chunks, R, D] partial d_rel_emb sums, reduced in a fixed order
+  float* edge_ds = nullptr;     // CUDA with rel_emb: [B, E, H] dS of every edge, for the d_rel_emb pass
+};
+
+}  // namespace sb

@@ -1,2 +1,0 @@
-// placeholder until the kernel op lands
-#include <torch/torch.h>

@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""Figures and report.md of one sparsebench run directory, drawn only from its records.
+
+usage: python3 plots/plot_run.py RUN_DIR        (or: sparsebench plot RUN_DIR)
+
+Reads RUN_DIR/records.jsonl (a truncated last line is ignored and reported), RUN_DIR/run.json,
+RUN_DIR/graphs/*.json (pattern exports at n=64 written by the runner) and any Google Benchmark JSON
+saved in RUN_DIR (e.g. `sparsebench bench kernels --benchmark_format=json > RUN_DIR/bench_kernels.json`).
+Draws what the records contain, as PNG and SVG under RUN_DIR/plots/:
+  throughput_vs_length  tokens/s vs sequence length (BPT paper Fig. 7)
+  memory_vs_length      peak and analytic memory vs sequence length (Fig. 6)
+  degree_vs_bpc         test BPC vs mean token in-degree (Fig. 5)
+  context_vs_bpc        test BPC vs context length (Table 4)
+  gemm_fraction         attention FLOP rate as a fraction of a large fp32 GEMM
+  graph_<pattern...>    token x node adjacency at n=64, sources coloured by node kind
+and writes RUN_DIR/report.md with the tables.
+"""
+import glob
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+
+MIB = 1024.0 * 1024.0
+KIND_COLOURS = {"token": "#1f77b4", "span": "#d62728", "relay": "#2ca02c", "sentence": "#9467bd"}
+
+
+def read_records(path):
+    """Records of a JSON-lines file and the problems found (a truncated last line is ignored)."""
+    records, problems = [], []
+    if not os.path.exists(path):
+        return records, problems
+    with open(path, "rb") as f:
+        data = f.read().decode("utf-8", errors="replace")
+    lines = data.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if i == len(lines) - 1:  # no newline after it: a write cut short
+            problems.append(f"{path}: line {i + 1}: truncated last line ignored ({len(line)} bytes)")
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+            records.append(rec)
+        except ValueError:
+            problems.append(f"{path}: line {i + 1}: not a JSON record, ignored")
+    return records, problems
+
+
+def save(fig, out_dir, name, written):
+    for ext in ("png", "svg"):
+        path = os.path.join(out_dir, f"{name}.{ext}")
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    written.append(name)
+
+
+def case_title(mode, causal):
+    return f"{mode.replace('_', '+')}, {'causal' if causal else 'bidirectional'}"
+
+
+def by_case(records):
+    """Groups measured records by (kind, mode, causal, threads) so that one panel compares like with like."""
+    groups = defaultdict(list)
+    for r in records:
+        groups[(r.get("kind"), r.get("mode"), bool(r.get("causal")), r.get("threads", 0))].append(r)
+    return groups
+
+
+def series(records, y_key):
+    """label -> sorted [(length, y, record)] for records that have y_key."""
+    out = defaultdict(list)
+    for r in records:
+        y = r.get(y_key)
+        if isinstance(y, (int, float)) and not isinstance(y, bool):
+            out[r.get("label", r.get("pattern"))].append((r["length"], y, r))
+    for v in out.values():
+        v.sort(key=lambda t: t[0])
+    return out
+
+
+def panels(n):
+    cols = min(2, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.2 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def plot_throughput(ok, out_dir, written):
+    groups = {k: v for k, v in by_case(ok).items() if any("tokens_per_s" in r for r in v) and k[0] != "train"}
+    if not groups:
+        return
+    fig, axes = panels(len(groups))
+    for ax, (key, recs) in zip(axes, sorted(groups.items(), key=str)):
+        for label, pts in sorted(series(recs, "tokens_per_s").items()):
+            xs = [p[0] for p in pts]
+            ys = [p[1] for p in pts]
+            lo = [p[1] - p[2].get("tokens_per_s_min", p[1]) for p in pts]
+            hi = [p[2].get("tokens_per_s_max", p[1]) - p[1] for p in pts]
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel("tokens / s (median, min-max)")
+        ax.set_title(f"{key[0]}: {case_title(key[1], key[2])}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Throughput vs sequence length")
+    save(fig, out_dir, "throughput_vs_length", written)
+
+
+def plot_memory(ok, out_dir, written):
+    groups = {k: v for k, v in by_case(ok).items() if k[0] != "train"}
+    groups = {k: v for k, v in groups.items() if any(isinstance(r.get("peak_total_bytes"), (int, float)) or
+                                                     r.get("analytic_bytes") for r in v)}
+    if not groups:
+        return
+    fig, axes = panels(len(groups))
+    for ax, (key, recs) in zip(axes, sorted(groups.items(), key=str)):
+        measured = series(recs, "peak_total_bytes")
+        analytic = series(recs, "analytic_bytes")
+        colours = {}
+        for label, pts in sorted(measured.items()):
+            line = ax.plot([p[0] for p in pts], [p[1] / MIB for p in pts], marker="o", ms=3, label=f"{label}")[0]
+            colours[label] = line.get_color()
+        for label, pts in sorted(analytic.items()):
+            kw = {"color": colours[label]} if label in colours else {}
+            ax.plot([p[0] for p in pts], [p[1] / MIB for p in pts], ls="--", lw=1, alpha=0.7,
+                    label=None if label in colours else f"{label} (analytic)", **kw)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel("MiB (solid: measured peak, dashed: analytic)")
+        ax.set_title(f"{key[0]}: {case_title(key[1], key[2])}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Memory vs sequence length")
+    save(fig, out_dir, "memory_vs_length", written)
+
+
+def bpc_of(r):
+    for key in ("test_bpc", "valid_bpc"):
+        if isinstance(r.get(key), (int, float)):
+            return r[key], key
+    return None, None
+
+
+def plot_degree_bpc(train, out_dir, written):
+    pts = defaultdict(list)
+    for r in train:
+        bpc, _ = bpc_of(r)
+        if bpc is not None:
+            pts[(r["pattern"], r["length"])].append((r.get("degree", 0.0), bpc, r))
+    pts = {k: v for k, v in pts.items() if len({p[0] for p in v}) > 1 or len(pts) > 1}
+    if not pts:
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for (pattern, length), v in sorted(pts.items()):
+        v.sort(key=lambda t: t[0])
+        ax.plot([p[0] for p in v], [p[1] for p in v], marker="o", label=f"{pattern} (context {length})")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("mean token in-degree")
+    ax.set_ylabel("BPC (test; valid where no test)")
+    ax.set_title("Degree vs BPC")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, out_dir, "degree_vs_bpc", written)
+
+
+def plot_context_bpc(train, out_dir, written):
+    pts = defaultdict(list)
+    for r in train:
+        bpc, _ = bpc_of(r)
+        if bpc is not None:
+            pts[r.get("label", r["pattern"])].append((r["length"], bpc))
+    pts = {k: sorted(v) for k, v in pts.items() if len({p[0] for p in v}) > 1}
+    if not pts:
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for label, v in sorted(pts.items()):
+        ax.plot([p[0] for p in v], [p[1] for p in v], marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length")
+    ax.set_ylabel("BPC (test; valid where no test)")
+    ax.set_title("Context length vs BPC")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, out_dir, "context_vs_bpc", written)
+
+
+def bench_rows(run_dir):
+    """(name, n, gemm_fraction) from Google Benchmark JSON files saved in the run directory."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "*.json"))):
+        if os.path.basename(path) == "run.json":
+            continue
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+            continue
+        for b in doc["benchmarks"]:
+            frac = b.get("gemm_fraction")
+            if not isinstance(frac, (int, float)) or b.get("run_type") == "aggregate":
+                continue
+            name = b.get("run_name", b.get("name", "?"))
+            parts = name.split("/")
+            n = None
+            for p in parts:
+                if p.startswith("n="):
+                    try:
+                        n = int(p[2:])
+                    except ValueError:
+                        pass
+            series_name = "/".join(p for p in parts if not p.startswith("n=") and not p.startswith("real_time"))
+            rows.append((series_name, n, float(frac)))
+    return rows
+
+
+def plot_gemm_fraction(ok, run_dir, out_dir, written):
+    rows = bench_rows(run_dir)
+    source = "bench kernels"
+    if not rows:
+        source = "attention records"
+        for r in ok:
+            if r.get("kind") == "attention" and isinstance(r.get("gemm_fraction"), (int, float)):
+                mode = "fwd" if r.get("mode") == "forward" else "fwd+bwd"
+                causal = " causal" if r.get("causal") else ""
+                rows.append((f"{mode}{causal}/{r.get('label')}", r.get("length"), r["gemm_fraction"]))
+    if not rows:
+        return None
+    grouped = defaultdict(list)
+    for name, n, frac in rows:
+        grouped[name].append((n if n is not None else 0, frac))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for name, v in sorted(grouped.items()):
+        v.sort()
+        ax.plot([p[0] for p in v], [100.0 * p[1] for p in v], marker="o", ms=3, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequence length")
+    ax.set_ylabel("% of the fp32 GEMM FLOP rate")
+    ax.set_title(f"Attention FLOP rate as a fraction of GEMM ({source})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+    save(fig, out_dir, "gemm_fraction", written)
+    return source
+
+
+def plot_graphs(run_dir, out_dir, written):
+    kinds = list(KIND_COLOURS)
+    cmap = ListedColormap(["#ffffff"] + [KIND_COLOURS[k] for k in kinds])
+    for path in sorted(glob.glob(os.path.join(run_dir, "graphs", "*.json"))):
+        try:
+            with open(path) as f:
+                g = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"note: {path}: {e}", file=sys.stderr)
+            continue
+        n = g["n"]
+        nodes = g["nodes"]
+        kind_of = [kinds.index(nd["kind"]) + 1 if nd["kind"] in kinds else 1 for nd in nodes]
+        grid = [[0] * len(nodes) for _ in range(n)]
+        for src, dst, _rel in g["edges"]:
+            if dst < n:
+                grid[dst][src] = kind_of[src]
+        fig, ax = plt.subplots(figsize=(max(4.0, 4.0 * len(nodes) / n), 4.2))
+        ax.imshow(grid, cmap=cmap, vmin=0, vmax=len(kinds), interpolation="nearest", aspect="equal")
+        if len(nodes) > n:
+            ax.axvline(n - 0.5, color="black", lw=0.6)
+        params = ",".join(f"{k}={v}" for k, v in sorted(g.get("params", {}).items()))
+        ax.set_title(f"{g['pattern']}({params}) n={n} {'causal' if g.get('causal') else 'bidirectional'}", fontsize=9)
+        ax.set_xlabel("source node (tokens, then extra nodes)")
+        ax.set_ylabel("destination token")
+        present = sorted({kinds[k - 1] for row in grid for k in row if k})
+        handles = [plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]) for k in present]
+        ax.legend(handles, present, fontsize=7, loc="upper right", framealpha=0.8)
+        save(fig, out_dir, "graph_" + os.path.splitext(os.path.basename(path))[0], written)
+
+
+def fmt_mib(v):
+    return f"{v / MIB:.1f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
+def write_report(run_dir, run, records, problems, written, gemm_source):
+    lines = [f"# {run.get('scenario_name', os.path.basename(os.path.abspath(run_dir)))}", ""]
+    if run.get("scenario", {}).get("description"):
+        lines += [run["scenario"]["description"], ""]
+    lines += ["| field | value |", "|---|---|"]
+    for key in ("kind", "started", "commit", "build_type", "compiler", "libtorch", "blas", "cpu", "hardware_threads",
+                "cuda_available", "scenario_sha256"):
+        if key in run:
+            lines.append(f"| {key} | {run[key]} |")
+    counts = defaultdict(int)
+    for r in records:
+        counts[r.get("status", "?")] += 1
+    lines += ["", "Points: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), ""]
+    if problems:
+        lines += ["Record problems:", ""] + [f"- {p}" for p in problems] + [""]
+
+    measured = [r for r in records if r.get("kind") in ("attention", "model")]
+    if measured:
+        lines += ["## Throughput and memory", "",
+                  "| label | mode | causal | length | batch | degree | tokens/s | spread | peak MiB | analytic MiB | status |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in measured:
+            tps = r.get("tokens_per_s")
+            status = r.get("status", "?")
+            if status != "ok":
+                status += f": {r.get('reason', '')}"
+            lines.append("| {} | {} | {} | {} | {} | {:.1f} | {} | {} | {} | {} | {} |".format(
+                r.get("label"), r.get("mode"), "yes" if r.get("causal") else "no", r.get("length"), r.get("batch"),
+                float(r.get("degree", 0.0)), f"{tps:.0f}" if isinstance(tps, (int, float)) else "-",
+                f"{100 * r['spread']:.1f}%" if isinstance(r.get("spread"), (int, float)) else "-",
+                fmt_mib(r.get("peak_total_bytes")), fmt_mib(r.get("analytic_bytes")), status.replace("|", "/")))
+        lines.append("")
+    train = [r for r in records if r.get("kind") == "train"]
+    if train:
+        lines += ["## Training runs", "",
+                  "| label | context | degree | degree target | steps | valid BPC | test BPC | tokens/s | status |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in train:
+            def num(k, f="{:.4f}"):
+                v = r.get(k)
+                return f.format(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+            status = r.get("status", "?")
+            if status != "ok":
+                status += f": {r.get('reason', '')}"
+            lines.append(f"| {r.get('label')} | {r.get('length')} | {num('degree', '{:.1f}')} | "
+                         f"{num('degree_target', '{:.1f}')} | {num('steps', '{}')} | {num('valid_bpc')} | "
+                         f"{num('test_bpc')} | {num('tokens_per_s', '{:.0f}')} | {status.replace('|', '/')} |")
+        lines.append("")
+    if written:
+        lines += ["## Figures", ""]
+        if gemm_source:
+            lines += [f"GEMM fraction drawn from {gemm_source}.", ""]
+        lines += [f"![{name}](plots/{name}.png)" for name in written] + [""]
+    with open(os.path.join(run_dir, "report.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+def main(argv):
+    if len(argv) != 2 or argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if len(argv) == 2 else 2
+    run_dir = argv[1]
+    if not os.path.isdir(run_dir):
+        print(f"plot_run.py: {run_dir}: not a directory", file=sys.stderr)
+        return 2
+    records, problems = read_records(os.path.join(run_dir, "records.jsonl"))
+    for p in problems:
+        print(f"warning: {p}", file=sys.stderr)
+    run = {}
+    try:
+        with open(os.path.join(run_dir, "run.json")) as f:
+            run = json.load(f)
+    except (OSError, ValueError):
+        pass
+    out_dir = os.path.join(run_dir, "plots")
+    os.makedirs(out_dir, exist_ok=True)
+    ok = [r for r in records if r.get("status") == "ok"]
+    train = [r for r in ok if r.get("kind") == "train"]
+    written = []
+    plot_throughput(ok, out_dir, written)
+    plot_memory(ok, out_dir, written)
+    plot_degree_bpc(train, out_dir, written)
+    plot_context_bpc(train, out_dir, written)
+    gemm_source = plot_gemm_fraction(ok, run_dir, out_dir, written)
+    plot_graphs(run_dir, out_dir, written)
+    write_report(run_dir, run, records, problems, written, gemm_source)
+    print(f"plots: {len(written)} figures (PNG and SVG) in {out_dir}; report {os.path.join(run_dir, 'report.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,66 @@
+// The graph-attention parity table (one row per self-describing case id) and helpers every backend's test shares.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "patterns/graph.h"
+#include "patterns/pattern.h"
+#include "tests/kernels/gsa_reference.h"
+
+namespace sb::test {
+
+struct GsaCase {
+  std::string pattern;
+  Params params;
+  int64_t n = 1;
+  bool causal = false;
+  int64_t D = 16, H = 1, B = 1;
+  bool rel = false;
+  // e.g. GSA(bpt:k=4,n=97,causal=1,D=59,H=3,B=2,rel=1)
+  std::string id() const;
+};
+
+// The table for one registered pattern (causal rows only when it has a causal form):
+//   n in {1, 2, 3, 97}: every D in {16, 59, 64} x H in {1, 3} x B in {1, 2} x rel in {0, 1};
+//   n = 1025 (CI time): two rows, (D=64, H=1, B=1, rel=1) and (D=16, H=3, B=2, rel=0).
+// Pattern parameters come from small_params() so that n = 97 is already sparse.
+std::vector<GsaCase> gsa_case_table(const AttentionPattern& pattern);
+// Parameters used for a pattern in the table: known small values for the parameters it declares.
+Params small_params(const AttentionPattern& pattern);
+
+// Built graphs, shared between the cases of one (pattern, n, causal).
+const Graph& case_graph(const GsaCase& c);
+
+// Random inputs for a case (fixed seed derived from the id); q is scaled so softmaxes are not flat.
+RefProblem make_problem(const GsaCase& c, const Graph& g);
+std::vector<double> make_d_o(const GsaCase& c, const Graph& g);
+
+// max |a - b| and max |b|
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+double max_abs(const std::vector<double>& a);
+
+template <typename T>
+std::vector<T> convert(const std::vector<double>& x) {
+  return std::vector<T>(x.begin(), x.end());
+}
+template <typename T>
+std::vector<double> widen(const std::vector<T>& x) {
+  return std::vector<double>(x.begin(), x.end());
+}
+
+// Tolerances of the table: outputs |o - o_ref| <= out_tol * max(1, max|o_ref|); gradients
+// max|g - g_ref| <= grad_tol * max(max|g_ref|, 1e-30) per tensor.
+struct Tolerance {
+  double out_tol;
+  double grad_tol;
+};
+
+// Compares a backend's results with the reference; returns "" or a description of the first failure.
+std::string compare_with_reference(const RefResult& ref, const std::vector<double>& o,
+                                   const std::vector<double>& dq, const std::vector<double>& dk,
+                                   const std::vector<double>& dv, const std::vector<double>& d_rel, Tolerance tol);
+
+}  // namespace sb::test

@@ -1,0 +1,161 @@
+// Axis expansion, equal-degree solving, analytic memory and skip decisions of scenarios.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "harness/scenario/scenario.h"
+#include "patterns/error.h"
+
+using namespace sb;
+
+namespace {
+
+Scenario make(const std::string& text) { return scenario_from_json(json::parse(text), "t.json"); }
+
+double degree(const std::string& pattern, int64_t n, bool causal, const Params& p) {
+  return build_pattern(pattern, n, causal, p).stats(0).token_in_degree_mean;
+}
+
+}  // namespace
+
+TEST(Expand, CountsTheProductOfAxes) {
+  const Scenario s = make(R"({"kind": "attention", "axes": {
+      "patterns": [{"name": "window", "w": [4, 8]}, {"name": "dense"}, {"name": "dense", "attention": "dense"}],
+      "lengths": [16, 32], "causal": [false, true], "modes": ["forward", "forward_backward"],
+      "tokens": 64, "threads": [1, 2]}})");
+  const std::vector<Point> pts = expand_scenario(s);
+  ASSERT_EQ(pts.size(), 4u * 2 * 2 * 2 * 2);
+  std::set<std::string> ids;
+  for (const Point& p : pts) {
+    ids.insert(p.id);
+    EXPECT_EQ(p.batch, 64 / p.length);
+    EXPECT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+    EXPECT_EQ(p.stats.n_tokens, p.length);
+    EXPECT_GT(p.analytic_bytes, 0);
+    EXPECT_EQ(p.index, static_cast<int64_t>(&p - pts.data()));
+  }
+  EXPECT_EQ(ids.size(), pts.size());
+  // Graph-defining axes are outermost: the first points share the first window graph.
+  EXPECT_EQ(pts[0].params.at("w"), 4);
+  EXPECT_EQ(pts[0].length, 16);
+  EXPECT_EQ(pts[1].mode, "forward_backward");
+  EXPECT_EQ(pts[0].label, "window(w=4)");
+  EXPECT_EQ(pts.back().label, "dense [dense op]");
+  EXPECT_EQ(pts.back().fingerprint, "");  // the dense op builds no graph
+  EXPECT_EQ(pts[0].fingerprint, build_pattern("window", 16, false, {{"w", 4}}).fingerprint());
+}
+
+TEST(Expand, BatchIsAtLeastOne) {
+  const Scenario s = make(R"({"kind": "attention", "axes": {"patterns": [{"name": "dense"}],
+      "lengths": [8, 100], "tokens": 64}})");
+  const auto pts = expand_scenario(s);
+  EXPECT_EQ(pts[0].batch, 8);
+  EXPECT_EQ(pts[1].batch, 1);
+}
+
+TEST(Expand, DenseOpStatsMatchTheDensePattern) {
+  for (bool causal : {false, true}) {
+    const GraphStats a = dense_op_stats(37, causal);
+    const GraphStats b = build_pattern("dense", 37, causal).stats(0);
+    EXPECT_EQ(a.n_edges, b.n_edges);
+    EXPECT_DOUBLE_EQ(a.token_in_degree_mean, b.token_in_degree_mean);
+    EXPECT_EQ(a.token_in_degree_min, b.token_in_degree_min);
+    EXPECT_EQ(a.token_in_degree_max, b.token_in_degree_max);
+  }
+}
+
+// The solver's answer is the closest achievable degree, checked against every value by brute force.
+TEST(EqualDegree, WindowMatchesBruteForce) {
+  for (bool causal : {false, true}) {
+    for (double target : {1.0, 7.5, 24.0, 100.0, 1000.0}) {
+      const DegreeSolution sol = solve_degree("window", 200, causal, {}, "w", target);
+      double best = 1e18;
+      for (int64_t w = 1; w <= 200; ++w) best = std::min(best, std::abs(degree("window", 200, causal, {{"w", w}}) - target));
+      EXPECT_NEAR(std::abs(sol.achieved - target), best, 1e-9) << "target " << target << " causal " << causal;
+      EXPECT_DOUBLE_EQ(sol.achieved, degree("window", 200, causal, {{"w", sol.value}}));
+      EXPECT_LE(sol.builds, 2 + 9);  // binary search over [1, 200]
+    }
+  }
+}
+
+TEST(EqualDegree, BptMatchesBruteForceAtPaperLength) {
+  for (double target : {9.0, 23.7, 60.0}) {
+    const DegreeSolution sol = solve_degree("bpt", 511, true, {}, "k", target);
+    double best = 1e18;
+    int64_t best_k = 0;
+    for (int64_t k = 1; k <= 128; ++k) {
+      const double d = std::abs(degree("bpt", 511, true, {{"k", k}}) - target);
+      if (d < best) best = d, best_k = k;
+    }
+    EXPECT_NEAR(std::abs(sol.achieved - target), best, 1e-9) << target;
+    EXPECT_EQ(sol.value, best_k) << target;
+    EXPECT_LE(sol.builds, 2 + 10);
+  }
+}
+
+TEST(EqualDegree, ExpansionRecordsTargetAndSolvedParameter) {
+  const Scenario s = make(R"({"kind": "attention", "axes": {"patterns": [{"name": "window", "degree": [5, 9]}],
+      "lengths": [64], "causal": true}})");
+  const auto pts = expand_scenario(s);
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(*pts[0].degree_target, 5.0);
+  EXPECT_EQ(pts[0].solved_param, "w");
+  // Causal window of w at n=64: mean degree w - w(w-1)/(2*64); 9 is nearer w=10 (9.30) than w=9 (8.44).
+  EXPECT_EQ(pts[0].params.at("w"), 5);
+  EXPECT_EQ(pts[1].params.at("w"), 10);
+  EXPECT_NEAR(pts[0].stats.token_in_degree_mean, degree("window", 64, true, {{"w", 5}}), 1e-12);
+  const json r = point_to_json(s, pts[0]);
+  EXPECT_EQ(r["degree_target"], 5.0);
+  EXPECT_EQ(r["solved_param"], "w");
+  EXPECT_EQ(r["params"]["w"], 5);
+}
+
+TEST(Skips, OverBudgetPointsAreSkippedWithReason) {
+  const std::string text = R"({"kind": "attention", "memory_budget_mb": 1, "attention": {"heads": 2, "head_dim": 16},
+      "axes": {"patterns": [{"name": "dense", "attention": "dense"}], "lengths": [64, 1024]}})";
+  const auto pts = expand_scenario(make(text));
+  ASSERT_EQ(pts.size(), 2u);
+  // 64 tokens: 4 * (4*64*2*16 + 2*2*64*64) bytes = 96 KiB; 1024 tokens: 16.5 MiB.
+  EXPECT_EQ(pts[0].analytic_bytes, 4 * (4 * 64 * 2 * 16 + 2 * 2 * 64 * 64));
+  EXPECT_TRUE(pts[0].skip_reason.empty());
+  EXPECT_EQ(pts[1].skip_reason.rfind("analytic memory 16.5 MiB exceeds the budget 1.0 MiB", 0), 0u) << pts[1].skip_reason;
+}
+
+TEST(Skips, AnalyticMemoryOfGraphPointsCountsGraphAndNodes) {
+  const Scenario s = make(R"({"kind": "attention", "attention": {"heads": 2, "head_dim": 8},
+      "axes": {"patterns": [{"name": "star"}], "lengths": [50], "batch": 3, "modes": ["forward", "forward_backward"]}})");
+  const auto pts = expand_scenario(s);
+  const Graph g = build_pattern("star", 50, false);
+  const int64_t nodes = g.n_nodes();
+  const int64_t fwd = g.bytes() + 4 * (4 * 3 * nodes * 2 * 8 + 3 * 2 * nodes);
+  EXPECT_EQ(pts[0].analytic_bytes, fwd);
+  EXPECT_EQ(pts[1].analytic_bytes, g.bytes() + 2 * (fwd - g.bytes()));
+}
+
+TEST(Skips, UnsupportedCausalAndMaxLength) {
+  const auto pts = expand_scenario(make(R"({"kind": "attention", "axes": {
+      "patterns": [{"name": "star"}, {"name": "dense", "max_length": 32}], "lengths": [16, 64], "causal": [true]}})"));
+  ASSERT_EQ(pts.size(), 4u);
+  EXPECT_EQ(pts[0].skip_reason, "pattern star does not support causal attention");
+  EXPECT_TRUE(pts[2].skip_reason.empty());
+  EXPECT_EQ(pts[3].skip_reason, "length 64 > max_length 32 of this pattern entry");
+}
+
+TEST(Skips, BuildErrorsBecomeFailedPointsNotAbortedSweeps) {
+  // fixed requires c <= l: l=4, c=8 cannot be built, but the other points still expand.
+  const auto pts = expand_scenario(make(R"({"kind": "attention", "axes": {
+      "patterns": [{"name": "fixed", "l": [4, 16], "c": 8}], "lengths": [32]}})"));
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0].skip_reason.rfind("error: ", 0), 0u) << pts[0].skip_reason;
+  EXPECT_TRUE(pts[1].skip_reason.empty()) << pts[1].skip_reason;
+}
+
+TEST(Expand, ModelAnalyticMemoryGrowsWithBackward) {
+  const Scenario s = make(R"({"kind": "model", "model": {"layers": 2, "dim": 64, "ffn": 128, "heads": 4},
+      "axes": {"patterns": [{"name": "bpt", "k": 2}], "lengths": [128], "tokens": 512,
+      "modes": ["forward", "forward_backward"]}})");
+  const auto pts = expand_scenario(s);
+  EXPECT_GT(pts[1].analytic_bytes, pts[0].analytic_bytes);
+  EXPECT_EQ(pts[0].batch, 4);
+}

@@ -1,0 +1,272 @@
+// Scenario validation: one test per kind of error, each asserting the exact "FILE: /pointer: message" text.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "harness/scenario/scenario.h"
+#include "patterns/error.h"
+
+using namespace sb;
+
+namespace {
+
+// The error message validate_scenario gives for `text` (named `file`), or "" when it passes.
+std::string error_of(const std::string& text, const std::string& file = "fig7.json") {
+  try {
+    scenario_from_json(parse_scenario_text(text, file), file);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kBase = R"({"kind": "attention", "axes": {"patterns": [{"name": "dense"}, {"name": "window", "w": 8},
+  {"name": "bpt", "k": 4}], "lengths": [64]}})";
+
+json base() { return json::parse(kBase); }
+
+std::string error_of_doc(const json& doc, const std::string& file = "fig7.json") { return error_of(doc.dump(), file); }
+
+}  // namespace
+
+TEST(Validate, BaseScenarioPasses) { EXPECT_EQ(error_of(kBase), ""); }
+
+TEST(Validate, ParameterOutOfRangeNamesPointer) {
+  json d = base();
+  d["axes"]["patterns"][2]["k"] = 0;
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/2/k: expected an integer >= 1, got 0");
+}
+
+TEST(Validate, ParameterListElementOutOfRange) {
+  json d = base();
+  d["axes"]["patterns"][1]["w"] = json::array({4, 16, -3});
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/1/w/2: expected an integer >= 1, got -3");
+}
+
+TEST(Validate, BoundedParameterShowsRange) {
+  json d = base();
+  d["axes"]["patterns"][2]["clip"] = 31;
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/2/clip: expected an integer in [1, 30], got 31");
+}
+
+TEST(Validate, MalformedJsonGivesLineAndColumn) {
+  const std::string text = "{\n  \"kind\": \"attention\",\n  \"axes\": {,}\n}";
+  const std::string msg = error_of(text, "bad.json");
+  EXPECT_EQ(msg.rfind("bad.json:3:12: malformed JSON: ", 0), 0u) << msg;
+}
+
+TEST(Validate, TruncatedJsonGivesLineAndColumn) {
+  const std::string msg = error_of("{\"kind\": \"model\",\n\"axes\": [1, 2", "cut.json");
+  EXPECT_EQ(msg.rfind("cut.json:2:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("malformed JSON"), std::string::npos) << msg;
+}
+
+TEST(Validate, UnreadableFileNamesIt) {
+  try {
+    load_scenario("/nonexistent/dir/fig9.json", {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/dir/fig9.json: cannot open scenario file");
+  }
+}
+
+TEST(Validate, UnknownTopLevelKey) {
+  json d = base();
+  d["repeat"] = 3;
+  EXPECT_EQ(error_of_doc(d).rfind("fig7.json: /repeat: unknown key; expected one of: name, description, kind", 0), 0u)
+      << error_of_doc(d);
+}
+
+TEST(Validate, UnknownNestedKey) {
+  json d = base();
+  d["axes"]["length"] = json::array({1});
+  EXPECT_EQ(error_of_doc(d).rfind("fig7.json: /axes/length: unknown key; expected one of: patterns, lengths", 0), 0u)
+      << error_of_doc(d);
+}
+
+TEST(Validate, WrongTypeShowsValue) {
+  json d = base();
+  d["repeats"] = "3";
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /repeats: expected an integer in [1, 100000], got \"3\"");
+  d = base();
+  d["axes"]["lengths"] = json::array({64, 12.5});
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/lengths/1: expected an integer in [1, 16777216], got 12.5");
+  d = base();
+  d["attention"] = {{"relations", 1}};
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /attention/relations: expected true or false, got 1");
+}
+
+TEST(Validate, MissingRequiredKey) {
+  json d = base();
+  d["axes"].erase("lengths");
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/lengths: required key is missing");
+  d = base();
+  d.erase("kind");
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /kind: required key is missing");
+}
+
+TEST(Validate, UnknownEnumValue) {
+  json d = base();
+  d["kind"] = "benchmark";
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /kind: expected one of \"attention\", \"model\", \"train\", got \"benchmark\"");
+  d = base();
+  d["axes"]["modes"] = json::array({"forward", "backward"});
+  EXPECT_EQ(error_of_doc(d),
+            "fig7.json: /axes/modes/1: expected one of \"forward\", \"forward_backward\", got \"backward\"");
+}
+
+TEST(Validate, UnknownPattern) {
+  json d = base();
+  d["axes"]["patterns"][0]["name"] = "bptt";
+  EXPECT_EQ(error_of_doc(d).rfind("fig7.json: /axes/patterns/0/name: unknown pattern 'bptt'; valid patterns: dense", 0), 0u)
+      << error_of_doc(d);
+}
+
+TEST(Validate, UnknownPatternParameter) {
+  json d = base();
+  d["axes"]["patterns"][2]["w"] = 4;
+  EXPECT_EQ(error_of_doc(d).rfind("fig7.json: /axes/patterns/2/w: unknown parameter of pattern bpt; its parameters: k, clip", 0),
+            0u)
+      << error_of_doc(d);
+}
+
+TEST(Validate, EmptyAxis) {
+  json d = base();
+  d["axes"]["lengths"] = json::array();
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/lengths: expected a non-empty array");
+  d = base();
+  d["axes"]["patterns"] = json::array();
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns: expected a non-empty array of pattern entries, got []");
+}
+
+TEST(Validate, ImpossibleValues) {
+  json d = base();
+  d["kind"] = "model";
+  d["model"] = {{"dim", 512}, {"heads", 7}};
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /model/heads: expected a divisor of /model/dim (512), got 7");
+  d = base();
+  d["memory_budget_mb"] = 0;
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /memory_budget_mb: expected a number > 0, got 0");
+  d = base();
+  d["axes"]["tokens"] = 8192;
+  d["axes"]["batch"] = 2;
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/batch: give either /axes/tokens or /axes/batch, not both");
+  d = base();
+  d["kind"] = "train";
+  d["axes"]["causal"] = false;
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/causal: language-model training is causal: expected true, got false");
+  d = base();
+  d["axes"]["patterns"][1]["attention"] = "dense";
+  EXPECT_EQ(error_of_doc(d).rfind("fig7.json: /axes/patterns/1/attention: the dense op computes dense attention only", 0), 0u)
+      << error_of_doc(d);
+}
+
+TEST(Validate, SectionForOtherKind) {
+  json d = base();
+  d["train"] = {{"steps", 10}};
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /train: only used by kind \"train\", this is \"attention\"");
+}
+
+TEST(Validate, DegreeEntries) {
+  json d = base();
+  d["axes"]["patterns"][0]["degree"] = 16;
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/0/degree: pattern dense has no parameter to solve for a degree");
+  d = base();
+  d["axes"]["patterns"][2]["degree"] = json::array({24, 0});
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/2/degree/1: expected a number > 0, got 0");
+  d = base();
+  d["axes"]["patterns"][2]["degree"] = 24;
+  d["axes"]["patterns"][2]["solve"] = "k";
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/2/k: is solved from \"degree\"; do not give it as well");
+  d = base();
+  d["axes"]["patterns"][1].erase("w");
+  d["axes"]["patterns"][1]["degree"] = 24;
+  d["axes"]["patterns"][1]["solve"] = "k";
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/1/solve: pattern window has no parameter 'k'; its parameters: w");
+}
+
+TEST(Validate, NameMustBeADirectoryName) {
+  json d = base();
+  d["name"] = "../up";
+  EXPECT_EQ(error_of_doc(d).rfind("fig7.json: /name: expected letters, digits", 0), 0u) << error_of_doc(d);
+}
+
+TEST(Override, SetsNestedValuesAndLists) {
+  json d = base();
+  apply_override(d, "axes/lengths=[128,256]");
+  apply_override(d, "/repeats=2");
+  apply_override(d, "axes/patterns/1/w=[4,8]");
+  apply_override(d, "model/layers=2");  // creates the object
+  apply_override(d, "description=plain words");
+  EXPECT_EQ(d["axes"]["lengths"], json::parse("[128,256]"));
+  EXPECT_EQ(d["repeats"], 2);
+  EXPECT_EQ(d["axes"]["patterns"][1]["w"], json::parse("[4,8]"));
+  EXPECT_EQ(d["model"]["layers"], 2);
+  EXPECT_EQ(d["description"], "plain words");
+}
+
+TEST(Override, BadPathsAreErrors) {
+  json d = base();
+  try {
+    apply_override(d, "kind/x=1");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--set kind/x: /kind is not an object or array");
+  }
+  try {
+    apply_override(d, "axes/patterns/9/k=1");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--set axes/patterns/9/k: /axes/patterns has no element '9'");
+  }
+  EXPECT_THROW(apply_override(d, "novalue"), Error);
+}
+
+TEST(Override, ValidationRunsAfterOverrides) {
+  const std::string path = (std::filesystem::temp_directory_path() / "sb_override_fig7.json").string();
+  std::ofstream(path) << kBase;
+  EXPECT_NO_THROW(load_scenario(path, {"repeats=2"}));
+  try {
+    load_scenario(path, {"axes/patterns/2/k=0"});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": /axes/patterns/2/k: expected an integer >= 1, got 0");
+  }
+  std::filesystem::remove(path);
+}
+
+// Every shipped scenario file validates.
+TEST(ShippedScenarios, AllValidate) {
+  const std::filesystem::path dir = std::filesystem::path(SB_SOURCE_DIR) / "scenarios";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".json" || name == "schema.json") continue;
+    EXPECT_NO_THROW(load_scenario(entry.path().string(), {})) << name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 6);
+}
+
+// scenarios/schema.json describes exactly the keys the validator accepts.
+TEST(ShippedScenarios, SchemaMatchesValidatorKeys) {
+  const json schema = read_scenario_file(std::string(SB_SOURCE_DIR) + "/scenarios/schema.json");
+  auto keys = [](const json& obj) {
+    std::vector<std::string> k;
+    for (const auto& [key, _] : obj["properties"].items()) k.push_back(key);
+    std::sort(k.begin(), k.end());
+    return k;
+  };
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(keys(schema), sorted(scenario_top_keys()));
+  EXPECT_EQ(keys(schema["properties"]["axes"]), sorted(scenario_axes_keys()));
+  EXPECT_EQ(keys(schema["properties"]["attention"]), sorted(scenario_attention_keys()));
+  EXPECT_EQ(keys(schema["properties"]["model"]), sorted(scenario_model_keys()));
+  EXPECT_EQ(keys(schema["properties"]["train"]), sorted(scenario_train_keys()));
+  EXPECT_EQ(keys(schema["$defs"]["pattern_entry"]), sorted(scenario_pattern_entry_keys()));
+  EXPECT_EQ(schema["additionalProperties"], false);
+}

@@ -247,15 +247,17 @@ torch::Tensor LanguageModelImpl::forward(const torch::Tensor& bytes) {
   x = drop_(x);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     Block& b = blocks_[l];
+    // After the last attention only the token rows are read: skip the extra nodes' output projection and FFN.
+    const bool last = l + 1 == blocks_.size();
+    auto keep_tokens = [&](const torch::Tensor& t) { return last && sg.n_nodes > T ? t.slice(1, 0, T) : t; };
     if (cfg_.post_norm) {
-      x = b.norm1(x + drop_(b.o(attend(l, x, sg))));
-      x = b.norm2(x + drop_(b.ff2(drop_(torch::gelu(b.ff1(x))))));
+      x = b.norm1(keep_tokens(x) + drop_(b.o(keep_tokens(attend(l, x, sg)))));
+      x = b.norm2(x + drop_(b.ff2(torch::gelu(b.ff1(x)))));
     } else {
-      x = x + drop_(b.o(attend(l, b.norm1(x), sg)));
-      x = x + drop_(b.ff2(drop_(torch::gelu(b.ff1(b.norm2(x))))));
+      x = keep_tokens(x) + drop_(b.o(keep_tokens(attend(l, b.norm1(x), sg))));
+      x = x + drop_(b.ff2(torch::gelu(b.ff1(b.norm2(x)))));
     }
   }
-  if (sg.n_nodes > T) x = x.slice(1, 0, T);
   if (!cfg_.post_norm) x = final_norm_(x);
   return torch::matmul(x, embed_->weight.t());  // tied output embedding: [B, T, 256]
 }

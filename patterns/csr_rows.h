@@ -33,10 +33,8 @@ Graph build_csr_graph(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes
   row_ptr[0] = 0;
   for (int64_t u = 0; u < nn; ++u) row_ptr[u + 1] = row_ptr[u] + degree(u);
   check_edge_count(row_ptr[nn]);
-  std::vector<int32_t> col;
-  std::vector<uint16_t> rel;
-  resize_huge(col, static_cast<size_t>(row_ptr[nn]));
-  resize_huge(rel, static_cast<size_t>(row_ptr[nn]));
+  std::vector<int32_t> col(static_cast<size_t>(row_ptr[nn]));
+  std::vector<uint16_t> rel(static_cast<size_t>(row_ptr[nn]));
   for (int64_t u = 0; u < nn; ++u) {
     const int64_t wrote = fill(u, col.data() + row_ptr[u], rel.data() + row_ptr[u]);
     // A mismatch is a bug in the pattern, not bad input.

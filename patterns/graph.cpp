@@ -6,10 +6,6 @@
 #include <fmt/format.h>
 #include <numeric>
 
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
-
 #include "patterns/error.h"
 
 namespace sb {
@@ -29,20 +25,6 @@ void check_edge_count(int64_t n_edges) {
     throw Error(fmt::format("graph: {} edges exceed the limit of {} (edge indices are 32-bit); use a smaller n or "
                             "a sparser setting", n_edges, kMaxEdges));
   }
-}
-
-void advise_huge_pages(void* data, size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr size_t kHuge = size_t{2} << 20;
-  if (bytes < 4 * kHuge) return;
-  // Only whole huge pages inside the array; a failure just leaves ordinary pages.
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-#else
-  (void)data;
-  (void)bytes;
-#endif
 }
 
 std::string dist_relation_name(int64_t d) {
@@ -84,8 +66,8 @@ void build_transpose(Graph& g) {
   for (int64_t e = 0; e < ne; ++e) g.t_row_ptr[g.col[e] + 1]++;
   for (int64_t v = 0; v < nn; ++v) g.t_row_ptr[v + 1] += g.t_row_ptr[v];
   std::vector<int64_t> cursor(g.t_row_ptr.begin(), g.t_row_ptr.end() - 1);
-  resize_huge(g.t_col, static_cast<size_t>(ne));
-  resize_huge(g.t_edge, static_cast<size_t>(ne));
+  g.t_col.resize(static_cast<size_t>(ne));
+  g.t_edge.resize(static_cast<size_t>(ne));
   for (int64_t u = 0; u < nn; ++u) {
     for (int64_t e = g.row_ptr[u]; e < g.row_ptr[u + 1]; ++e) {
       const int64_t slot = cursor[g.col[e]]++;

@@ -100,16 +100,6 @@ constexpr int64_t kMaxEdges = INT32_MAX;
 // Throws sb::Error when a graph would have more than kMaxEdges edges.
 void check_edge_count(int64_t n_edges);
 
-// Sizes v to n elements (value-initialised), first asking the OS to back large arrays with huge pages:
-// fresh memory is then faulted in 2 MiB at a time, which roughly halves the cost of building large graphs.
-void advise_huge_pages(void* data, size_t bytes);
-template <class T>
-void resize_huge(std::vector<T>& v, size_t n) {
-  v.reserve(n);
-  advise_huge_pages(v.data(), n * sizeof(T));
-  v.resize(n);
-}
-
 // Clipped signed distance relation for token-only patterns: "dist:clamp(i-j, -clip, clip)".
 constexpr int kDistClip = 32;
 std::string dist_relation_name(int64_t d);

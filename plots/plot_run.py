@@ -29,6 +29,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 
 MIB = 1024.0 * 1024.0
+# Up to 20 series stay distinguishable: tab20 colours with alternating markers.
+plt.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=plt.get_cmap("tab20").colors)
 KIND_COLOURS = {"token": "#1f77b4", "span": "#d62728", "relay": "#2ca02c", "sentence": "#9467bd"}
 
 
@@ -88,6 +90,17 @@ def series(records, y_key):
     return out
 
 
+def shared_legend(fig, axes):
+    """One legend for all panels, right of the figure (series repeat across panels)."""
+    seen = {}
+    for ax in axes:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(l, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen.keys()), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.tight_layout()
+
+
 def panels(n):
     cols = min(2, n)
     rows = math.ceil(n / cols)
@@ -103,20 +116,20 @@ def plot_throughput(ok, out_dir, written):
         return
     fig, axes = panels(len(groups))
     for ax, (key, recs) in zip(axes, sorted(groups.items(), key=str)):
-        for label, pts in sorted(series(recs, "tokens_per_s").items()):
+        for i, (label, pts) in enumerate(sorted(series(recs, "tokens_per_s").items())):
             xs = [p[0] for p in pts]
             ys = [p[1] for p in pts]
             lo = [p[1] - p[2].get("tokens_per_s_min", p[1]) for p in pts]
             hi = [p[2].get("tokens_per_s_max", p[1]) - p[1] for p in pts]
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2, label=label)
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="os^vD"[i % 5], ms=3, capsize=2, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length")
         ax.set_ylabel("tokens / s (median, min-max)")
         ax.set_title(f"{key[0]}: {case_title(key[1], key[2])}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
     fig.suptitle("Throughput vs sequence length")
+    shared_legend(fig, axes)
     save(fig, out_dir, "throughput_vs_length", written)
 
 
@@ -141,11 +154,11 @@ def plot_memory(ok, out_dir, written):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length")
-        ax.set_ylabel("MiB (solid: measured peak, dashed: analytic)")
+        ax.set_ylabel("MiB")
         ax.set_title(f"{key[0]}: {case_title(key[1], key[2])}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle("Memory vs sequence length")
+    fig.suptitle("Memory vs sequence length (solid: measured peak, dashed: analytic)")
+    shared_legend(fig, axes)
     save(fig, out_dir, "memory_vs_length", written)
 
 
@@ -254,7 +267,7 @@ def plot_gemm_fraction(ok, run_dir, out_dir, written):
     ax.set_ylabel("% of the fp32 GEMM FLOP rate")
     ax.set_title(f"Attention FLOP rate as a fraction of GEMM ({source})")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     save(fig, out_dir, "gemm_fraction", written)
     return source
 

@@ -128,7 +128,8 @@ int64_t analytic_memory_bytes(const Scenario& s, const Point& p) {
     const double logits = b * t * 256.0;
     floats = backward ? 4.0 * params + m.layers * layer + 3.0 * logits : params + layer + 2.0 * logits;
   }
-  return static_cast<int64_t>(graph + 4.0 * floats);
+  // Saturate instead of overflowing: absurd sizes still compare as over any budget.
+  return static_cast<int64_t>(std::min(graph + 4.0 * floats, 9.0e18));
 }
 
 std::vector<Point> expand_scenario(const Scenario& s) {
@@ -242,7 +243,10 @@ std::vector<Point> expand_scenario(const Scenario& s) {
             base.params = resolved;
             std::string label = e.contains("label") ? e["label"].get<std::string>() : name;
             if (!e.contains("label") || multi) {
-              if (!resolved.empty()) label += "(" + params_text(resolved) + ")";
+              // Only what the entry sets (or solves) names the series; defaults stay out of the label.
+              Params shown = given;
+              if (target && resolved.count(solve)) shown[solve] = resolved.at(solve);
+              if (!shown.empty()) label += "(" + params_text(shown) + ")";
             }
             if (attention == "dense" && !e.contains("label")) label += " [dense op]";
             base.label = label;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -174,6 +175,31 @@ const TorchGraph& cached_graph(const Point& p, torch::Device device) {
   return *cache.torch_graph;
 }
 
+// fp32 GEMM rate (GFLOP/s) of a 2048^3 LibTorch matmul on `device` at the current thread count, measured
+// once per (device, threads): the yardstick of the attention op's gemm_fraction.
+double gemm_gflops(torch::Device device) {
+  static std::map<std::string, double> cache;
+  const std::string key = fmt::format("{}/{}", device.str(), at::get_num_threads());
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const int64_t n = 2048;
+  const torch::Tensor a = torch::randn({n, n}, torch::TensorOptions().device(device));
+  const torch::Tensor b = torch::randn({n, n}, torch::TensorOptions().device(device));
+  torch::NoGradGuard no_grad;
+  torch::Tensor c = torch::matmul(a, b);
+  sync(device);
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c = torch::matmul(a, b);
+    sync(device);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double rate = 2.0 * static_cast<double>(n * n * n) / best / 1e9;
+  cache[key] = rate;
+  return rate;
+}
+
 void measure_attention(const Scenario& s, const Point& p, torch::Device device, json& record) {
   const int64_t b = p.batch, h = s.attention.heads, d = s.attention.head_dim;
   const bool backward = p.mode == "forward_backward";
@@ -208,6 +234,19 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
     op().sum().backward();
   };
   time_work(s, p, device, work, record);
+  // Attention FLOPs: 4*E*H*D forward (scores and weighted sum); forward+backward counted as 3.5x that
+  // (backward = 2.5x forward). The dense op computes all T*T pairs even when causal.
+  const double pairs = p.attention == "dense" ? static_cast<double>(p.length) * static_cast<double>(p.length)
+                                              : static_cast<double>(p.stats.n_edges);
+  const double flops = (backward ? 14.0 : 4.0) * pairs * static_cast<double>(b * h * d);
+  const double med = record["median_s"].get<double>();
+  if (med > 0) {
+    const double gflops = flops / med / 1e9;
+    const double gemm = gemm_gflops(device);
+    record["gflops"] = gflops;
+    record["gemm_gflops"] = gemm;
+    record["gemm_fraction"] = gflops / gemm;
+  }
 }
 
 ModelConfig model_config(const Scenario& s, const Point& p) {

@@ -335,7 +335,7 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
     fs::create_directories(dir / "graphs", ec);
     std::set<std::string> written;
     for (const Point& p : points) {
-      if (p.attention != "graph" || p.skip_reason.rfind("error: ", 0) == 0) continue;
+      if (p.attention != "graph" || !p.skip_reason.empty()) continue;
       std::string file = p.pattern;
       for (const auto& [k, v] : p.params) file += fmt::format("-{}{}", k, v);
       file += p.causal ? "-causal" : "-bidir";

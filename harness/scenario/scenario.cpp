@@ -333,7 +333,7 @@ void validate_scenario(const json& doc, const std::string& file) {
   if (doc.contains("repeats")) c.integer(doc["repeats"], "/repeats", 1, 100000);
   if (doc.contains("warmup")) c.integer(doc["warmup"], "/warmup", 0, 100000);
   if (doc.contains("seed")) c.integer(doc["seed"], "/seed", 0);
-  if (doc.contains("memory_budget_mb")) c.number(doc["memory_budget_mb"], "/memory_budget_mb", 0.0, false);
+  if (doc.contains("memory_budget_mb")) c.number(doc["memory_budget_mb"], "/memory_budget_mb", 0.0, false, 1e9);
 
   if (doc.contains("attention")) {
     if (kind != "attention") c.fail("/attention", fmt::format("only used by kind \"attention\", this is \"{}\"", kind));

@@ -1,0 +1,209 @@
+// Trainer tests: option parsing, resume reproducing an uninterrupted run, checkpoint corruption, data errors.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/trainer.h"
+#include "patterns/error.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("sb_test_trainer_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+// A small file of text-like bytes (words from a short vocabulary) so losses fall quickly.
+std::string make_corpus(const std::string& dir) {
+  const std::string path = dir + "/corpus.bin";
+  const std::vector<std::string> words = {"the ", "cat ", "sat ", "on ", "a ", "mat. ", "[[link]] ", "<page>\n"};
+  std::mt19937 rng(5);
+  std::string text;
+  while (text.size() < 12000) text += words[rng() % words.size()];
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+sb::TrainConfig tiny(const std::string& data, const std::string& out) {
+  auto c = sb::train_config_from_options({{"pattern", "bpt"}, {"set", "k=2"}, {"context", "16"}, {"layers", "2"},
+                                          {"dim", "16"}, {"heads", "2"}, {"ffn", "32"}, {"dropout", "0.1"},
+                                          {"steps", "12"}, {"batch", "4"}, {"lr", "0.01"}, {"warmup", "3"},
+                                          {"eval-every", "4"}, {"eval-bytes", "300"}, {"checkpoint-every", "5"},
+                                          {"log-every", "1"}, {"threads", "1"}, {"quiet", "1"}});
+  c.data = data;
+  c.out_dir = out;
+  return c;
+}
+
+std::vector<json> read_metrics(const std::string& dir, const std::string& kind) {
+  std::vector<json> out;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    json r = json::parse(line);
+    if (r["kind"] == kind) out.push_back(r);
+  }
+  return out;
+}
+
+std::string error_of(const sb::TrainConfig& c) {
+  try {
+    sb::train(c);
+  } catch (const sb::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainOptions, ParsesAndNamesBadValues) {
+  auto c = sb::train_config_from_options({{"pattern", "window"}, {"set", "w=8"}, {"lr", "3e-4"}, {"post-norm", "1"},
+                                          {"positions", "absolute"}, {"batch", "3"}, {"minutes", "1.5"}});
+  EXPECT_EQ(c.model.pattern, "window");
+  EXPECT_EQ(c.model.pattern_params.at("w"), 8);
+  EXPECT_DOUBLE_EQ(c.lr, 3e-4);
+  EXPECT_TRUE(c.model.post_norm);
+  EXPECT_EQ(c.model.positions, "absolute");
+  EXPECT_EQ(c.batch, 3);
+  EXPECT_DOUBLE_EQ(c.minutes, 1.5);
+  auto expect_error = [](std::vector<std::pair<std::string, std::string>> o, const std::string& text) {
+    try {
+      sb::train_config_from_options(o);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const sb::Error& e) {
+      EXPECT_EQ(std::string(e.what()), text);
+    }
+  };
+  expect_error({{"batch", "0"}}, "--batch: expected an integer >= 1, got 0");
+  expect_error({{"lr", "fast"}}, "--lr: expected a number, got 'fast'");
+  expect_error({{"dropout", "1.5"}}, "--dropout: expected a number in [0, 0.99], got 1.5");
+  expect_error({{"positions", "rope"}}, "--positions: expected 'relative' or 'absolute', got 'rope'");
+  expect_error({{"resume", "maybe"}}, "--resume: expected true or false, got 'maybe'");
+  expect_error({{"frobnicate", "1"}}, "unknown option --frobnicate; see --help");
+}
+
+TEST(Train, MissingDataPointsToFetchScript) {
+  const std::string dir = temp_dir("nodata");
+  auto c = tiny("", dir);
+  const std::string msg = error_of(c);
+  EXPECT_NE(msg.find("pass --data PATH"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("scripts/fetch_enwik8.sh"), std::string::npos) << msg;
+  c.data = dir + "/absent.bin";
+  EXPECT_NE(error_of(c).find("data file '" + dir + "/absent.bin': cannot open"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A run stopped after its step-5 checkpoint and resumed gives the same losses and final BPC as an
+// uninterrupted run (single-threaded; dropout on, so RNG state must be restored too).
+TEST(Train, ResumeReproducesUninterruptedRun) {
+  const std::string base = temp_dir("resume");
+  const std::string data = make_corpus(base);
+  const json full = sb::train(tiny(data, base + "/full"));
+  ASSERT_EQ(full["status"], "ok");
+  ASSERT_EQ(full["steps"], 12);
+
+  auto part = tiny(data, base + "/part");
+  part.stop_after = 7;  // two steps past the checkpoint at 5, as if killed there
+  EXPECT_EQ(sb::train(part)["status"], "stopped");
+  EXPECT_FALSE(fs::exists(base + "/part/result.json"));
+  auto resumed_cfg = tiny(data, base + "/part");
+  resumed_cfg.resume = true;
+  const json resumed = sb::train(resumed_cfg);
+  ASSERT_EQ(resumed["status"], "ok");
+  EXPECT_EQ(resumed["steps"], 12);
+
+  const auto a = read_metrics(base + "/full", "train");
+  const auto b = read_metrics(base + "/part", "train");
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(b.size(), 12u);  // steps 6 and 7 of the stopped run were dropped and redone
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["step"], b[i]["step"]);
+    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-6) << "step " << i + 1;
+  }
+  EXPECT_LT(a.back()["loss"].get<double>(), a.front()["loss"].get<double>());  // it does learn
+  EXPECT_NEAR(full["valid_bpc"].get<double>(), resumed["valid_bpc"].get<double>(), 1e-6);
+  EXPECT_NEAR(full["test_bpc"].get<double>(), resumed["test_bpc"].get<double>(), 1e-6);
+  EXPECT_EQ(read_metrics(base + "/full", "eval").size(), 2u);  // steps 4 and 8
+  EXPECT_EQ(read_metrics(base + "/part", "eval").size(), 2u);
+  EXPECT_EQ(full["evals"], resumed["evals"]);
+  EXPECT_EQ(full["data"]["sha256"].get<std::string>().size(), 64u);
+  fs::remove_all(base);
+}
+
+TEST(Train, CorruptOrMissingCheckpointIsRefused) {
+  const std::string base = temp_dir("corrupt");
+  const std::string data = make_corpus(base);
+  auto cfg = tiny(data, base + "/run");
+  cfg.steps = 5;
+  cfg.final_eval = false;
+  ASSERT_EQ(sb::train(cfg)["status"], "ok");
+  const std::string ckpt = base + "/run/checkpoint.pt";
+  ASSERT_TRUE(fs::exists(ckpt));
+  EXPECT_FALSE(fs::exists(ckpt + ".tmp"));  // the atomic write left no temporary behind
+
+  cfg.resume = true;
+  cfg.steps = 6;
+  // One flipped byte in the payload.
+  {
+    std::fstream f(ckpt, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(200);
+    char c = 0;
+    f.get(c);
+    f.seekp(200);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  std::string msg = error_of(cfg);
+  EXPECT_NE(msg.find("checkpoint '" + ckpt + "' is corrupt (checksum mismatch"), std::string::npos) << msg;
+  // Truncated to its header.
+  fs::resize_file(ckpt, 20);
+  msg = error_of(cfg);
+  EXPECT_NE(msg.find("checkpoint '" + ckpt + "' is not a sparsebench checkpoint"), std::string::npos) << msg;
+  // Missing.
+  fs::remove(ckpt);
+  msg = error_of(cfg);
+  EXPECT_NE(msg.find("--resume: no checkpoint '" + ckpt + "'"), std::string::npos) << msg;
+  fs::remove_all(base);
+}
+
+TEST(Train, ResumeRefusesDifferentModel) {
+  const std::string base = temp_dir("mismatch");
+  const std::string data = make_corpus(base);
+  auto cfg = tiny(data, base + "/run");
+  cfg.steps = 2;
+  cfg.final_eval = false;
+  ASSERT_EQ(sb::train(cfg)["status"], "ok");
+  cfg.resume = true;
+  cfg.model.dim = 32;
+  cfg.steps = 3;
+  EXPECT_NE(error_of(cfg).find("was written for a different model"), std::string::npos);
+  fs::remove_all(base);
+}
+
+TEST(Train, DivergenceStopsTheRun) {
+  const std::string base = temp_dir("diverge");
+  const std::string data = make_corpus(base);
+  auto cfg = tiny(data, base + "/run");
+  cfg.lr = 1e30;  // the first update overflows the weights to inf/nan
+  cfg.warmup = 0;
+  cfg.clip = 0;
+  cfg.eval_every = 0;
+  const json r = sb::train(cfg);
+  EXPECT_EQ(r["status"], "diverged");
+  EXPECT_LT(r["steps"].get<int64_t>(), 12);
+  EXPECT_TRUE(r["valid_bpc"].is_null());
+  EXPECT_EQ(read_metrics(base + "/run", "diverged").size(), 1u);
+  EXPECT_TRUE(fs::exists(base + "/run/result.json"));
+  fs::remove_all(base);
+}
+
+}  // namespace

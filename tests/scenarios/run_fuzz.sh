@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Fuzzes the scenario parser/validator/expander: builds fuzz_scenario.cpp with clang++ and libFuzzer + ASan + UBSan
+# against harness/scenario/{scenario,expand}.cpp and patterns/*.cpp only (no LibTorch), seeds it with
+# scenarios/*.json and runs it for a bounded time. Exit 77 (skip) when clang's libFuzzer runtime is missing.
+# usage: tests/scenarios/run_fuzz.sh [SECONDS (default 60)] [WORK_DIR (default $TMPDIR/sb_fuzz_scenario)]
+set -euo pipefail
+secs="${1:-60}"
+work="${2:-${TMPDIR:-/tmp}/sb_fuzz_scenario}"
+src="$(cd "$(dirname "$0")/../.." && pwd)"
+cxx="${FUZZ_CXX:-clang++}"
+mkdir -p "$work/obj" "$work/corpus"
+
+if ! command -v "$cxx" >/dev/null 2>&1; then
+  echo "SKIP: $cxx not found"
+  exit 77
+fi
+printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' > "$work/probe.cpp"
+if ! "$cxx" -fsanitize=fuzzer,address,undefined "$work/probe.cpp" -o "$work/probe" >/dev/null 2>&1; then
+  echo "SKIP: $cxx cannot link -fsanitize=fuzzer (install clang's runtime, e.g. libclang-rt-14-dev)"
+  exit 77
+fi
+
+flags=(-std=c++17 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I"$src")
+sources=("$src/tests/scenarios/fuzz_scenario.cpp" "$src/harness/scenario/scenario.cpp" "$src/harness/scenario/expand.cpp")
+for f in "$src"/patterns/*.cpp; do sources+=("$f"); done
+# Recompile a source only when it or any header is newer than its object.
+newest_header=$(find "$src/patterns" "$src/harness/scenario" -name '*.h' -printf '%T@\n' | sort -n | tail -1)
+objs=()
+pids=()
+for f in "${sources[@]}"; do
+  o="$work/obj/$(echo "$f" | sed "s|$src/||; s|/|_|g").o"
+  objs+=("$o")
+  if [[ ! -f "$o" || "$f" -nt "$o" ]] || (( $(printf '%.0f' "$newest_header") > $(stat -c %Y "$o") )); then
+    "$cxx" "${flags[@]}" -c "$f" -o "$o" &
+    pids+=($!)
+    if (( ${#pids[@]} >= 2 )); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  fi
+done
+for p in "${pids[@]}"; do wait "$p"; done
+"$cxx" -fsanitize=fuzzer,address,undefined "${objs[@]}" -lfmt -o "$work/fuzz_scenario"
+
+cp "$src"/scenarios/*.json "$work/corpus/" 2>/dev/null || true
+echo "fuzzing for ${secs}s: $work/fuzz_scenario (corpus $work/corpus)"
+cd "$work"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ./fuzz_scenario -max_total_time="$secs" -max_len=8192 -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 corpus

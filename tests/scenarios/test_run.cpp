@@ -1,0 +1,138 @@
+// `sparsebench run` end to end with LibTorch: attention, model and train kinds on tiny sizes, resume, dry run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "harness/cli.h"
+#include "harness/scenario/records.h"
+#include "patterns/error.h"
+
+using namespace sb;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) {
+    path = fs::temp_directory_path() / ("sb_run_" + name + "_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const std::string& f) const { return (path / f).string(); }
+};
+
+std::string write(const TempDir& d, const std::string& name, const std::string& text) {
+  std::ofstream(d.file(name)) << text;
+  return d.file(name);
+}
+
+}  // namespace
+
+TEST(Run, AttentionKindMeasuresEveryPoint) {
+  TempDir d("attn");
+  const std::string file = write(d, "attn.json", R"({"kind": "attention", "repeats": 3, "warmup": 1,
+    "attention": {"heads": 2, "head_dim": 8},
+    "axes": {"patterns": [{"name": "window", "w": 5}, {"name": "dense", "attention": "dense"}, {"name": "star"}],
+             "lengths": [32], "tokens": 64, "causal": [false, true], "threads": 1,
+             "modes": ["forward", "forward_backward"]}})");
+  ASSERT_EQ(cmd_run({file, "--out", d.file("run"), "--no-plot"}), 0);
+  const RecordFile r = read_records(d.file("run/records.jsonl"));
+  EXPECT_TRUE(r.problems.empty());
+  ASSERT_EQ(r.records.size(), 12u);
+  int ok = 0, skipped = 0;
+  for (const json& rec : r.records) {
+    if (rec["status"] == "skipped") {
+      ++skipped;
+      EXPECT_EQ(rec["pattern"], "star");
+      EXPECT_TRUE(rec["causal"].get<bool>());
+      continue;
+    }
+    ASSERT_EQ(rec["status"], "ok") << rec.dump();
+    ++ok;
+    EXPECT_EQ(rec["samples_s"].size(), 3u);
+    EXPECT_EQ(rec["batch"], 2);
+    const double med = rec["median_s"].get<double>();
+    EXPECT_NEAR(rec["tokens_per_s"].get<double>(), 64.0 / med, 1e-6 * 64.0 / med);
+    EXPECT_LE(rec["tokens_per_s_min"].get<double>(), rec["tokens_per_s"].get<double>());
+    EXPECT_GE(rec["tokens_per_s_max"].get<double>(), rec["tokens_per_s"].get<double>());
+    EXPECT_EQ(rec["peak_source"], "cpu_counting_allocator");
+    // The op's output alone is [B, N, H, D] floats: the measured peak cannot be below it.
+    const int64_t out_bytes = 2 * rec["graph"]["n_nodes"].get<int64_t>() * 2 * 8 * 4;
+    EXPECT_GE(rec["peak_bytes"].get<int64_t>(), out_bytes) << rec.dump();
+    EXPECT_GT(rec["gemm_fraction"].get<double>(), 0.0);
+    EXPECT_EQ(rec["threads_used"], 1);
+  }
+  EXPECT_EQ(ok, 10);
+  EXPECT_EQ(skipped, 2);
+  EXPECT_TRUE(fs::exists(d.file("run/records.csv")));
+  // --resume finds everything recorded and measures nothing more.
+  ASSERT_EQ(cmd_run({file, "--out", d.file("run"), "--no-plot", "--resume"}), 0);
+  EXPECT_EQ(read_records(d.file("run/records.jsonl")).records.size(), 12u);
+}
+
+TEST(Run, ModelKindForwardAndTrainingStep) {
+  TempDir d("model");
+  const std::string file = write(d, "model.json", R"({"kind": "model", "repeats": 2, "warmup": 1,
+    "model": {"layers": 1, "dim": 16, "ffn": 32, "heads": 2},
+    "axes": {"patterns": [{"name": "bpt", "k": 2}, {"name": "dense", "attention": "dense"}], "lengths": [24],
+             "batch": 2, "causal": true, "threads": 1, "modes": ["forward", "forward_backward"]}})");
+  ASSERT_EQ(cmd_run({file, "--out", d.file("run"), "--no-plot"}), 0);
+  const RecordFile r = read_records(d.file("run/records.jsonl"));
+  ASSERT_EQ(r.records.size(), 4u);
+  for (const json& rec : r.records) {
+    ASSERT_EQ(rec["status"], "ok") << rec.dump();
+    EXPECT_GT(rec["parameters"].get<int64_t>(), 0);
+    EXPECT_GT(rec["peak_bytes"].get<int64_t>(), 0);
+    EXPECT_EQ(rec["samples_s"].size(), 2u);
+  }
+  // A training step keeps every layer's activations: more memory than inference.
+  EXPECT_GT(r.records[1]["peak_bytes"].get<int64_t>(), r.records[0]["peak_bytes"].get<int64_t>());
+}
+
+TEST(Run, TrainKindRecordsBpc) {
+  TempDir d("train");
+  {
+    std::ofstream data(d.file("text.bin"), std::ios::binary);
+    for (int i = 0; i < 4000; ++i) data << "<page><title>Item " << i % 97 << "</title> some text. </page>\n";
+  }
+  const std::string file = write(d, "train.json", R"({"kind": "train", "seed": 3,
+    "model": {"layers": 1, "dim": 16, "ffn": 32, "heads": 2},
+    "train": {"steps": 3, "batch": 2, "eval_every": 3, "eval_bytes": 2048, "data": ")" + d.file("text.bin") + R"("},
+    "axes": {"patterns": [{"name": "bpt", "k": 2}], "lengths": [32], "threads": 1}})");
+  ASSERT_EQ(cmd_run({file, "--out", d.file("run"), "--no-plot"}), 0);
+  const RecordFile r = read_records(d.file("run/records.jsonl"));
+  ASSERT_EQ(r.records.size(), 1u);
+  const json& rec = r.records[0];
+  ASSERT_EQ(rec["status"], "ok") << rec.dump();
+  EXPECT_EQ(rec["steps"], 3);
+  EXPECT_GT(rec["test_bpc"].get<double>(), 0.0);
+  EXPECT_LT(rec["test_bpc"].get<double>(), 9.0);  // near 8 bits untrained, below it after a few steps
+  EXPECT_TRUE(fs::exists(rec["train_dir"].get<std::string>()));
+}
+
+TEST(Run, BadScenarioFailsBeforeRunningAnything) {
+  TempDir d("bad");
+  const std::string file = write(d, "fig7.json", R"({"kind": "attention", "axes": {"patterns": [{"name": "bpt", "k": 0}],
+    "lengths": [32]}})");
+  try {
+    cmd_run({file, "--out", d.file("run"), "--no-plot"});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), file + ": /axes/patterns/0/k: expected an integer >= 1, got 0");
+  }
+  EXPECT_FALSE(fs::exists(d.file("run")));
+}
+
+TEST(Run, DryRunRunsNothing) {
+  TempDir d("dry");
+  const std::string file = write(d, "q.json", R"({"kind": "attention", "axes": {"patterns": [{"name": "window", "w": 3}],
+    "lengths": [16, 32]}})");
+  testing::internal::CaptureStdout();
+  ASSERT_EQ(cmd_run({file, "--dry-run", "--out", d.file("run"), "--set", "axes/lengths=[16,32,64]"}), 0);
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("3 points, 3 to run, 0 skipped"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(d.file("run")));
+}

@@ -1,14 +1,21 @@
 // CPU graph self-attention kernels: rows in parallel (OpenMP), all heads of an edge together, D vectorised.
 // Every output element is produced by exactly one loop nest in a fixed order, so results are bitwise
 // identical across runs and thread counts (scheduling only decides which thread runs a row block).
+// Forward variants: 1 = generic loops (any D, fp32/fp64, the compiler vectorises over D; bpt k=16,
+// n=8192: 3.3 GFLOP/s on a loaded 2-core box); 2 = AVX-512 fp32 for D in {16, 32, 48, 64, 128}
+// (see forward_rows_avx512). The backward uses variant-1 loops.
 #include "kernels/gsa_cpu.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <omp.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/gsa_math.h"
 #include "patterns/error.h"
@@ -172,6 +179,154 @@ void forward_rows(const GsaParams& p, const Views<T>& in, int64_t b, int64_t u0,
   }
 }
 
+#if defined(__AVX512F__)
+// Variant 2 (fp32, D a multiple of 16, AVX-512): per head, the 16 edges of a chunk are scored with q in
+// registers and their 16 partial-sum vectors reduced by one transpose-add tree (no per-edge horizontal
+// sum); a vectorised exp; the head's accumulator stays in registers across the chunk.
+
+// out[j] = sum of the 16 lanes of v[j], j = 0..15 (a fixed tree, so deterministic).
+inline __m512 reduce16(const __m512* v) {
+  __m512 s2[8];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
+    s2[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  __m512 s4[4];
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: the lane's partial sums of 4 consecutive vectors
+    const __m512d a = _mm512_castps_pd(s2[2 * i]), b = _mm512_castps_pd(s2[2 * i + 1]);
+    s4[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 u01 = _mm512_add_ps(_mm512_shuffle_f32x4(s4[0], s4[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(s4[0], s4[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 u23 = _mm512_add_ps(_mm512_shuffle_f32x4(s4[2], s4[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(s4[2], s4[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// exp of 16 floats, the same range reduction and Taylor polynomial as exp_inplace.
+inline __m512 exp16(__m512 x) {
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 fi = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(fi, _mm512_set1_ps(-0.693359375f), xc);
+  r = _mm512_fmadd_ps(fi, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 poly = _mm512_set1_ps(1.0f / 5040.0f);
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f / 720.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f / 120.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f / 24.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f / 6.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(0.5f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fi), _mm512_set1_epi32(127)), 23);
+  const __m512 y = _mm512_mul_ps(poly, _mm512_castsi512_ps(bits));
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ), y);
+}
+
+// Forward over rows [u0, u1) of batch b, D = 16 * DB. Scratch as forward_rows.
+template <int DB, bool REL>
+void forward_rows_avx512(const GsaParams& p, const Views<float>& in, int64_t b, int64_t u0, int64_t u1,
+                         std::vector<float>& scratch) {
+  constexpr int64_t D = 16 * DB;
+  const int64_t H = p.H;
+  const GsaGraphView& g = p.graph;
+  const __m512 scale = _mm512_set1_ps(static_cast<float>(p.scale));
+  float* acc = scratch.data();
+  float* m = acc + H * D;
+  float* l = m + H;
+  float* probs = l + H;  // [16]
+  float* o = static_cast<float*>(p.o);
+  float* lse = static_cast<float*>(p.lse);
+  const float* kp[16];
+  const float* vp[16];
+  const float* rp[16];
+  for (int64_t u = u0; u < u1; ++u) {
+    const int64_t e0 = g.row_ptr[u], e1 = g.row_ptr[u + 1];
+    float* o_u = o + at(p.o_strides, b, u);
+    float* lse_u = lse + (b * p.N + u) * H;
+    if (e0 == e1) {
+      for (int64_t h = 0; h < H; ++h) {
+        std::fill(o_u + h * p.o_strides.head, o_u + h * p.o_strides.head + D, 0.0f);
+        lse_u[h] = gsa_neg_inf<float>();
+      }
+      continue;
+    }
+    const float* q_u = in.q + at(p.q_strides, b, u);
+    std::fill(acc, acc + H * D, 0.0f);
+    for (int64_t h = 0; h < H; ++h) {
+      m[h] = gsa_neg_inf<float>();
+      l[h] = 0.0f;
+    }
+    for (int64_t c = e0; c < e1; c += 16) {
+      const int nc = static_cast<int>(std::min<int64_t>(16, e1 - c));
+      const __mmask16 valid = static_cast<__mmask16>(nc == 16 ? 0xFFFF : (1u << nc) - 1);
+      for (int j = 0; j < 16; ++j) {
+        const int64_t e = c + (j < nc ? j : 0);  // padding lanes reuse the first edge, then are masked
+        kp[j] = in.k + at(p.k_strides, b, g.col[e]);
+        vp[j] = in.v + at(p.v_strides, b, g.col[e]);
+        rp[j] = REL ? in.rel_emb + g.rel[e] * p.rel_stride : nullptr;
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        __m512 qv[DB];
+        for (int db = 0; db < DB; ++db) qv[db] = _mm512_loadu_ps(q_u + h * p.q_strides.head + 16 * db);
+        __m512 part[16];
+        for (int j = 0; j < 16; ++j) {
+          const float* kh = kp[j] + h * p.k_strides.head;
+          __m512 a = _mm512_setzero_ps();
+          for (int db = 0; db < DB; ++db) {
+            __m512 key = _mm512_loadu_ps(kh + 16 * db);
+            if (REL) key = _mm512_add_ps(key, _mm512_loadu_ps(rp[j] + 16 * db));
+            a = _mm512_fmadd_ps(qv[db], key, a);
+          }
+          part[j] = a;
+        }
+        const __m512 s = _mm512_mask_blend_ps(valid, _mm512_set1_ps(gsa_neg_inf<float>()),
+                                              _mm512_mul_ps(reduce16(part), scale));
+        const float m_new = std::max(m[h], _mm512_reduce_max_ps(s));
+        const float alpha = gsa_rescale(m[h], m_new);
+        const __m512 pr = exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new)));
+        l[h] = l[h] * alpha + _mm512_reduce_add_ps(pr);
+        m[h] = m_new;
+        _mm512_storeu_ps(probs, pr);
+        float* acc_h = acc + h * D;
+        __m512 av[DB];
+        const __m512 alpha_v = _mm512_set1_ps(alpha);
+        for (int db = 0; db < DB; ++db) av[db] = _mm512_mul_ps(_mm512_loadu_ps(acc_h + 16 * db), alpha_v);
+        for (int j = 0; j < nc; ++j) {
+          const __m512 pj = _mm512_set1_ps(probs[j]);
+          const float* vh = vp[j] + h * p.v_strides.head;
+          for (int db = 0; db < DB; ++db) av[db] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vh + 16 * db), av[db]);
+        }
+        for (int db = 0; db < DB; ++db) _mm512_storeu_ps(acc_h + 16 * db, av[db]);
+      }
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      const GsaSoftmaxState<float> st{m[h], l[h]};
+      const __m512 inv = _mm512_set1_ps(gsa_inv_norm(st));
+      for (int db = 0; db < DB; ++db) {
+        _mm512_storeu_ps(o_u + h * p.o_strides.head + 16 * db, _mm512_mul_ps(_mm512_loadu_ps(acc + h * D + 16 * db), inv));
+      }
+      lse_u[h] = gsa_lse(st);
+    }
+  }
+}
+
+using RowsFn = void (*)(const GsaParams&, const Views<float>&, int64_t, int64_t, int64_t, std::vector<float>&);
+
+// The variant-2 row function for p, or nullptr when D is not one it is instantiated for.
+RowsFn pick_forward_avx512(const GsaParams& p) {
+  const bool rel = p.rel_emb != nullptr;
+  switch (p.D) {
+    case 16: return rel ? forward_rows_avx512<1, true> : forward_rows_avx512<1, false>;
+    case 32: return rel ? forward_rows_avx512<2, true> : forward_rows_avx512<2, false>;
+    case 48: return rel ? forward_rows_avx512<3, true> : forward_rows_avx512<3, false>;
+    case 64: return rel ? forward_rows_avx512<4, true> : forward_rows_avx512<4, false>;
+    case 128: return rel ? forward_rows_avx512<8, true> : forward_rows_avx512<8, false>;
+    default: return nullptr;
+  }
+}
+#endif
+
 template <typename T>
 void forward_impl(const GsaParams& p) {
   const Views<T> in(p);
@@ -179,12 +334,25 @@ void forward_impl(const GsaParams& p) {
   const int64_t work = p.B * n_blocks;
 #pragma omp parallel
   {
-    std::vector<T> scratch(static_cast<size_t>(p.H * p.D + 2 * p.H + p.H * kEdgeChunk));
+    std::vector<T> scratch(static_cast<size_t>(p.H * p.D + 2 * p.H + p.H * kEdgeChunk + 16));
+#if defined(__AVX512F__)
+    RowsFn fast = nullptr;
+    if constexpr (std::is_same_v<T, float>) fast = pick_forward_avx512(p);
+#endif
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < work; ++w) {
       const int64_t b = w / n_blocks;
       const int64_t u0 = (w % n_blocks) * kRowBlock;
-      forward_rows<T>(p, in, b, u0, std::min(p.N, u0 + kRowBlock), scratch);
+      const int64_t u1 = std::min(p.N, u0 + kRowBlock);
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<T, float>) {
+        if (fast != nullptr) {
+          fast(p, in, b, u0, u1, scratch);
+          continue;
+        }
+      }
+#endif
+      forward_rows<T>(p, in, b, u0, u1, scratch);
     }
   }
 }

@@ -7,21 +7,28 @@
 
 namespace sb {
 
+// The registration list: one X(name) line per pattern, defined by make_name_pattern() in patterns/name.cpp.
+#define SB_PATTERN_LIST(X) \
+  X(dense)                 \
+  X(window)                \
+  X(strided)               \
+  X(fixed)                 \
+  X(star)                  \
+  X(bpt)                   \
+  X(segtree)               \
+  X(hierarchical)          \
+  X(longformer)            \
+  X(bigbird)
+
+#define SB_DECLARE_PATTERN(name) std::unique_ptr<AttentionPattern> make_##name##_pattern();
+SB_PATTERN_LIST(SB_DECLARE_PATTERN)
+
 namespace {
 
 std::vector<std::unique_ptr<AttentionPattern>> make_registry() {
   std::vector<std::unique_ptr<AttentionPattern>> r;
-  // Registration lines: add a new pattern here (and declare its factory in patterns/patterns.h).
-  r.push_back(make_dense_pattern());
-  r.push_back(make_window_pattern());
-  r.push_back(make_strided_pattern());
-  r.push_back(make_fixed_pattern());
-  r.push_back(make_star_pattern());
-  r.push_back(make_bpt_pattern());
-  r.push_back(make_segtree_pattern());
-  r.push_back(make_hierarchical_pattern());
-  r.push_back(make_longformer_pattern());
-  r.push_back(make_bigbird_pattern());
+#define SB_REGISTER_PATTERN(name) r.push_back(make_##name##_pattern());
+  SB_PATTERN_LIST(SB_REGISTER_PATTERN)
   return r;
 }
 

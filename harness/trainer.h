@@ -18,15 +18,15 @@ struct TrainConfig {
   std::string out_dir = "results/train";
   int64_t steps = 20000;             // upper bound on optimizer steps (the schedule's length)
   double minutes = 0.0;              // training-time budget; 0 = none (evaluation time not counted)
-  int64_t batch = 8;
-  double lr = 2e-3;
+  int64_t batch = 4;
+  double lr = 3e-3;
   double min_lr_ratio = 0.1;         // cosine decays to lr * min_lr_ratio
-  int64_t warmup = 200;
+  int64_t warmup = 100;
   double weight_decay = 0.01;
   double beta1 = 0.9, beta2 = 0.99;
   double clip = 1.0;                 // gradient-norm clip; 0 = off
   uint64_t seed = 1;
-  int64_t eval_every = 500;          // steps between evaluations; 0 = only at the end
+  int64_t eval_every = 200;          // steps between evaluations; 0 = only at the end
   int64_t eval_bytes = 65536;        // valid bytes scored at intermediate evaluations; 0 = all
   int64_t eval_batch = 8;            // windows per evaluation forward pass
   int64_t checkpoint_every = 500;    // steps between checkpoints; 0 = only at the end

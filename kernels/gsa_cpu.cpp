@@ -3,7 +3,7 @@
 // identical across runs and thread counts (scheduling only decides which thread runs a row block).
 // Forward variants: 1 = generic loops (any D, fp32/fp64, the compiler vectorises over D; bpt k=16,
 // n=8192: 3.3 GFLOP/s on a loaded 2-core box); 2 = AVX-512 fp32 for D in {16, 32, 48, 64, 128}
-// (see forward_rows_avx512). The backward uses variant-1 loops.
+// (see forward_rows_avx512). The backward has the same two variants.
 #include "kernels/gsa_cpu.h"
 
 #include <algorithm>
@@ -480,6 +480,237 @@ void backward_dkv_rows(const GsaParams& p, const Views<T>& in, int64_t b, int64_
   }
 }
 
+#if defined(__AVX512F__)
+// Backward variant 2 (fp32, AVX-512, the D values of variant 2): each pass takes 16 partners at a time
+// (sources in the dq pass, destinations in the dk/dv pass), scores and dP reduced with reduce16, the
+// accumulators of one head in registers across the 16.
+
+// dq pass over rows [u0, u1): as backward_dq_rows. Scratch: dq_acc [H*D], 16 floats.
+template <int DB, bool REL>
+void backward_dq_rows_avx512(const GsaParams& p, const Views<float>& in, int64_t u0, int64_t u1, float* rel_part,
+                             std::vector<float>& scratch) {
+  constexpr int64_t D = 16 * DB;
+  const int64_t H = p.H;
+  const float scale_f = static_cast<float>(p.scale);
+  const __m512 scale = _mm512_set1_ps(scale_f);
+  const GsaGraphView& g = p.graph;
+  const float* o = static_cast<const float*>(p.o);
+  const float* d_o = static_cast<const float*>(p.d_o);
+  const float* lse = static_cast<const float*>(p.lse);
+  float* delta = static_cast<float*>(p.delta);
+  float* dq = static_cast<float*>(p.dq);
+  float* dq_acc = scratch.data();
+  float* ds_buf = dq_acc + H * D;
+  const float* kp[16];
+  const float* vp[16];
+  const float* rp[16];
+  __m512 part[16];
+  for (int64_t u = u0; u < u1; ++u) {
+    const int64_t e0 = g.row_ptr[u], e1 = g.row_ptr[u + 1];
+    for (int64_t b = 0; b < p.B; ++b) {
+      const float* q_u = in.q + at(p.q_strides, b, u);
+      const float* do_u = d_o + at(p.d_o_strides, b, u);
+      const float* o_u = o + at(p.o_strides, b, u);
+      const float* lse_u = lse + (b * p.N + u) * H;
+      float* delta_u = delta + (b * p.N + u) * H;
+      for (int64_t h = 0; h < H; ++h) {
+        delta_u[h] = dot<float, float>(do_u + h * p.d_o_strides.head, o_u + h * p.o_strides.head, D);
+      }
+      std::fill(dq_acc, dq_acc + H * D, 0.0f);
+      for (int64_t c = e0; c < e1; c += 16) {
+        const int nc = static_cast<int>(std::min<int64_t>(16, e1 - c));
+        const __mmask16 valid = static_cast<__mmask16>(nc == 16 ? 0xFFFF : (1u << nc) - 1);
+        for (int j = 0; j < 16; ++j) {
+          const int64_t e = c + (j < nc ? j : 0);
+          kp[j] = in.k + at(p.k_strides, b, g.col[e]);
+          vp[j] = in.v + at(p.v_strides, b, g.col[e]);
+          rp[j] = REL ? in.rel_emb + g.rel[e] * p.rel_stride : nullptr;
+        }
+        for (int64_t h = 0; h < H; ++h) {
+          __m512 qv[DB], dov[DB];
+          for (int db = 0; db < DB; ++db) {
+            qv[db] = _mm512_loadu_ps(q_u + h * p.q_strides.head + 16 * db);
+            dov[db] = _mm512_loadu_ps(do_u + h * p.d_o_strides.head + 16 * db);
+          }
+          for (int j = 0; j < 16; ++j) {
+            const float* kh = kp[j] + h * p.k_strides.head;
+            __m512 a = _mm512_setzero_ps();
+            for (int db = 0; db < DB; ++db) {
+              __m512 key = _mm512_loadu_ps(kh + 16 * db);
+              if (REL) key = _mm512_add_ps(key, _mm512_loadu_ps(rp[j] + 16 * db));
+              a = _mm512_fmadd_ps(qv[db], key, a);
+            }
+            part[j] = a;
+          }
+          const __m512 s = _mm512_mask_blend_ps(valid, _mm512_set1_ps(gsa_neg_inf<float>()),
+                                                _mm512_mul_ps(reduce16(part), scale));
+          const __m512 pr = exp16(_mm512_sub_ps(s, _mm512_set1_ps(lse_u[h])));
+          for (int j = 0; j < 16; ++j) {
+            const float* vh = vp[j] + h * p.v_strides.head;
+            __m512 a = _mm512_setzero_ps();
+            for (int db = 0; db < DB; ++db) a = _mm512_fmadd_ps(dov[db], _mm512_loadu_ps(vh + 16 * db), a);
+            part[j] = a;
+          }
+          const __m512 dp = reduce16(part);
+          const __m512 ds = _mm512_mul_ps(pr, _mm512_sub_ps(dp, _mm512_set1_ps(delta_u[h])));
+          _mm512_storeu_ps(ds_buf, ds);
+          float* acc_h = dq_acc + h * D;
+          __m512 av[DB];
+          for (int db = 0; db < DB; ++db) av[db] = _mm512_loadu_ps(acc_h + 16 * db);
+          for (int j = 0; j < nc; ++j) {
+            const __m512 dsj = _mm512_set1_ps(ds_buf[j]);
+            const float* kh = kp[j] + h * p.k_strides.head;
+            for (int db = 0; db < DB; ++db) {
+              __m512 key = _mm512_loadu_ps(kh + 16 * db);
+              if (REL) key = _mm512_add_ps(key, _mm512_loadu_ps(rp[j] + 16 * db));
+              av[db] = _mm512_fmadd_ps(dsj, key, av[db]);
+            }
+          }
+          for (int db = 0; db < DB; ++db) _mm512_storeu_ps(acc_h + 16 * db, av[db]);
+          if (REL) {
+            for (int j = 0; j < nc; ++j) {
+              float* rpart = rel_part + g.rel[c + j] * D;
+              const __m512 w = _mm512_set1_ps(ds_buf[j] * scale_f);
+              for (int db = 0; db < DB; ++db) {
+                _mm512_storeu_ps(rpart + 16 * db, _mm512_fmadd_ps(w, qv[db], _mm512_loadu_ps(rpart + 16 * db)));
+              }
+            }
+          }
+        }
+      }
+      float* dq_u = dq + at(p.dq_strides, b, u);
+      for (int64_t h = 0; h < H; ++h) {
+        for (int db = 0; db < DB; ++db) {
+          _mm512_storeu_ps(dq_u + h * p.dq_strides.head + 16 * db,
+                           _mm512_mul_ps(_mm512_loadu_ps(dq_acc + h * D + 16 * db), scale));
+        }
+      }
+    }
+  }
+}
+
+// dk/dv pass over sources [v0, v1) of batch b: as backward_dkv_rows. Scratch: 3 x 16 floats.
+template <int DB, bool REL>
+void backward_dkv_rows_avx512(const GsaParams& p, const Views<float>& in, int64_t b, int64_t v0, int64_t v1,
+                              std::vector<float>& scratch) {
+  const int64_t H = p.H;
+  const __m512 scale = _mm512_set1_ps(static_cast<float>(p.scale));
+  const GsaGraphView& g = p.graph;
+  const float* d_o = static_cast<const float*>(p.d_o);
+  const float* lse = static_cast<const float*>(p.lse);
+  const float* delta = static_cast<const float*>(p.delta);
+  float* lse_buf = scratch.data();
+  float* delta_buf = lse_buf + 16;
+  float* coef = delta_buf + 16;
+  const float* qp[16];
+  const float* dop[16];
+  const float* rp[16];
+  int64_t row[16];
+  __m512 part[16];
+  for (int64_t v = v0; v < v1; ++v) {
+    const float* k_v = in.k + at(p.k_strides, b, v);
+    const float* v_v = in.v + at(p.v_strides, b, v);
+    float* dk_v = static_cast<float*>(p.dk) + at(p.dk_strides, b, v);
+    float* dv_v = static_cast<float*>(p.dv) + at(p.dv_strides, b, v);
+    for (int64_t h = 0; h < H; ++h) {
+      std::fill(dk_v + h * p.dk_strides.head, dk_v + h * p.dk_strides.head + 16 * DB, 0.0f);
+      std::fill(dv_v + h * p.dv_strides.head, dv_v + h * p.dv_strides.head + 16 * DB, 0.0f);
+    }
+    const int64_t t0 = g.t_row_ptr[v], t1 = g.t_row_ptr[v + 1];
+    for (int64_t c = t0; c < t1; c += 16) {
+      const int nc = static_cast<int>(std::min<int64_t>(16, t1 - c));
+      const __mmask16 valid = static_cast<__mmask16>(nc == 16 ? 0xFFFF : (1u << nc) - 1);
+      for (int j = 0; j < 16; ++j) {
+        const int64_t t = c + (j < nc ? j : 0);
+        const int64_t u = g.t_col[t];
+        qp[j] = in.q + at(p.q_strides, b, u);
+        dop[j] = d_o + at(p.d_o_strides, b, u);
+        rp[j] = REL ? in.rel_emb + g.rel[g.t_edge[t]] * p.rel_stride : nullptr;
+        row[j] = (b * p.N + u) * H;
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        __m512 kv[DB], vv[DB];
+        for (int db = 0; db < DB; ++db) {
+          kv[db] = _mm512_loadu_ps(k_v + h * p.k_strides.head + 16 * db);
+          vv[db] = _mm512_loadu_ps(v_v + h * p.v_strides.head + 16 * db);
+        }
+        for (int j = 0; j < 16; ++j) {
+          lse_buf[j] = lse[row[j] + h];
+          delta_buf[j] = delta[row[j] + h];
+          const float* qh = qp[j] + h * p.q_strides.head;
+          __m512 a = _mm512_setzero_ps();
+          for (int db = 0; db < DB; ++db) {
+            __m512 key = kv[db];
+            if (REL) key = _mm512_add_ps(key, _mm512_loadu_ps(rp[j] + 16 * db));
+            a = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * db), key, a);
+          }
+          part[j] = a;
+        }
+        const __m512 s = _mm512_mask_blend_ps(valid, _mm512_set1_ps(gsa_neg_inf<float>()),
+                                              _mm512_mul_ps(reduce16(part), scale));
+        const __m512 pr = exp16(_mm512_sub_ps(s, _mm512_loadu_ps(lse_buf)));
+        for (int j = 0; j < 16; ++j) {
+          const float* doh = dop[j] + h * p.d_o_strides.head;
+          __m512 a = _mm512_setzero_ps();
+          for (int db = 0; db < DB; ++db) a = _mm512_fmadd_ps(_mm512_loadu_ps(doh + 16 * db), vv[db], a);
+          part[j] = a;
+        }
+        const __m512 ds = _mm512_mul_ps(pr, _mm512_sub_ps(reduce16(part), _mm512_loadu_ps(delta_buf)));
+        _mm512_storeu_ps(coef, ds);
+        _mm512_storeu_ps(delta_buf, pr);  // reused: the probabilities
+        float* dk_h = dk_v + h * p.dk_strides.head;
+        float* dv_h = dv_v + h * p.dv_strides.head;
+        __m512 dka[DB], dva[DB];
+        for (int db = 0; db < DB; ++db) {
+          dka[db] = _mm512_loadu_ps(dk_h + 16 * db);
+          dva[db] = _mm512_loadu_ps(dv_h + 16 * db);
+        }
+        for (int j = 0; j < nc; ++j) {
+          const __m512 dsj = _mm512_set1_ps(coef[j]);
+          const __m512 pj = _mm512_set1_ps(delta_buf[j]);
+          const float* qh = qp[j] + h * p.q_strides.head;
+          const float* doh = dop[j] + h * p.d_o_strides.head;
+          for (int db = 0; db < DB; ++db) {
+            dka[db] = _mm512_fmadd_ps(dsj, _mm512_loadu_ps(qh + 16 * db), dka[db]);
+            dva[db] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(doh + 16 * db), dva[db]);
+          }
+        }
+        for (int db = 0; db < DB; ++db) {
+          _mm512_storeu_ps(dk_h + 16 * db, dka[db]);
+          _mm512_storeu_ps(dv_h + 16 * db, dva[db]);
+        }
+      }
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      float* dk_h = dk_v + h * p.dk_strides.head;
+      for (int db = 0; db < DB; ++db) _mm512_storeu_ps(dk_h + 16 * db, _mm512_mul_ps(_mm512_loadu_ps(dk_h + 16 * db), scale));
+    }
+  }
+}
+
+using DqFn = void (*)(const GsaParams&, const Views<float>&, int64_t, int64_t, float*, std::vector<float>&);
+using DkvFn = void (*)(const GsaParams&, const Views<float>&, int64_t, int64_t, int64_t, std::vector<float>&);
+
+template <int DB>
+std::pair<DqFn, DkvFn> backward_fns(bool rel) {
+  if (rel) return {backward_dq_rows_avx512<DB, true>, backward_dkv_rows_avx512<DB, true>};
+  return {backward_dq_rows_avx512<DB, false>, backward_dkv_rows_avx512<DB, false>};
+}
+
+// The variant-2 backward functions for p, or nullptrs when D is not one they are instantiated for.
+std::pair<DqFn, DkvFn> pick_backward_avx512(const GsaParams& p) {
+  const bool rel = p.rel_emb != nullptr;
+  switch (p.D) {
+    case 16: return backward_fns<1>(rel);
+    case 32: return backward_fns<2>(rel);
+    case 48: return backward_fns<3>(rel);
+    case 64: return backward_fns<4>(rel);
+    case 128: return backward_fns<8>(rel);
+    default: return {nullptr, nullptr};
+  }
+}
+#endif
+
 template <typename T>
 void backward_impl(const GsaParams& p) {
   const Views<T> in(p);
@@ -488,9 +719,13 @@ void backward_impl(const GsaParams& p) {
   // Pass 1: with rel_emb, rows go in kGsaRelChunks fixed chunks (one partial each); without, small blocks.
   const int64_t n_chunks = has_rel ? rel_chunks(p) : (p.N + kRowBlock - 1) / kRowBlock;
   T* rel_partial = static_cast<T*>(p.rel_partial);
+#if defined(__AVX512F__)
+  std::pair<DqFn, DkvFn> fast{nullptr, nullptr};
+  if constexpr (std::is_same_v<T, float>) fast = pick_backward_avx512(p);
+#endif
 #pragma omp parallel
   {
-    std::vector<T> scratch(static_cast<size_t>(H * D + H));
+    std::vector<T> scratch(static_cast<size_t>(H * D + H + 16));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const int64_t u0 = p.N * c / n_chunks, u1 = p.N * (c + 1) / n_chunks;
@@ -499,6 +734,14 @@ void backward_impl(const GsaParams& p) {
         part = rel_partial + c * p.R * D;
         std::fill(part, part + p.R * D, T(0));
       }
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<T, float>) {
+        if (fast.first != nullptr) {
+          fast.first(p, in, u0, u1, part, scratch);
+          continue;
+        }
+      }
+#endif
       backward_dq_rows<T>(p, in, u0, u1, part, scratch);
     }
   }
@@ -507,11 +750,19 @@ void backward_impl(const GsaParams& p) {
   const int64_t work = p.B * n_blocks;
 #pragma omp parallel
   {
-    std::vector<T> scratch(static_cast<size_t>(2 * H * D + H));
+    std::vector<T> scratch(static_cast<size_t>(2 * H * D + H + 48));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < work; ++w) {
       const int64_t b = w / n_blocks;
       const int64_t v0 = (w % n_blocks) * kRowBlock;
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<T, float>) {
+        if (fast.second != nullptr) {
+          fast.second(p, in, b, v0, std::min(p.N, v0 + kRowBlock), scratch);
+          continue;
+        }
+      }
+#endif
       backward_dkv_rows<T>(p, in, b, v0, std::min(p.N, v0 + kRowBlock), scratch);
     }
   }

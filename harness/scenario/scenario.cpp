@@ -249,6 +249,18 @@ json parse_scenario_text(const std::string& text, const std::string& file) {
     const auto colon = msg.find(": ");
     if (msg.rfind("[json.exception", 0) == 0 && colon != std::string::npos) msg = msg.substr(colon + 2);
     throw Error(fmt::format("{}:{}:{}: malformed JSON: {}", file, line, col, msg));
+  } catch (const json::exception& e) {
+    // e.g. a number too large for any JSON number type: locate the literal it quotes.
+    std::string msg = e.what();
+    const auto colon = msg.find("] ");
+    if (colon != std::string::npos) msg = msg.substr(colon + 2);
+    size_t at = std::string::npos;
+    const auto q1 = msg.find('\'');
+    const auto q2 = q1 == std::string::npos ? q1 : msg.find('\'', q1 + 1);
+    if (q2 != std::string::npos && q2 > q1 + 1) at = text.find(msg.substr(q1 + 1, q2 - q1 - 1));
+    if (at == std::string::npos) throw Error(fmt::format("{}: malformed JSON: {}", file, msg));
+    const auto [line, col] = line_col(text, at);
+    throw Error(fmt::format("{}:{}:{}: malformed JSON: {}", file, line, col, msg));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include "kernels/torch/graph_attention_op.h"
@@ -158,6 +159,29 @@ TEST(GsaOp, DenseBaselineMatchesReference) {
                                             to_tensor(p.v, shape, torch::kFloat64), causal);
     EXPECT_LT(max_abs_diff(to_vector(o), ref.o), 1e-12) << "causal=" << causal;
   }
+}
+
+// The TORCH_LIBRARY registration in libsparsebench_ops.so, called through the dispatcher as Python would.
+TEST(GsaOp, TorchLibraryOpMatchesDirectCall) {
+  void* lib = dlopen(SB_OPS_LIBRARY, RTLD_NOW | RTLD_GLOBAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  const auto op = c10::Dispatcher::singleton()
+                      .findSchemaOrThrow("sparsebench::graph_attention", "")
+                      .typed<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                                           const c10::optional<torch::Tensor>&, const torch::Tensor&,
+                                           const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                                           const torch::Tensor&, const torch::Tensor&)>();
+  const Graph g = build_pattern("window", 19, true, {{"w", 4}});
+  const TorchGraph tg = TorchGraph::from_graph(g);
+  const torch::Tensor q = torch::randn({2, 19, 2, 8}, torch::kFloat64).requires_grad_();
+  const torch::Tensor rel = torch::randn({tg.n_relations, 8}, torch::kFloat64).requires_grad_();
+  const torch::Tensor o = op.call(q, q * 0.5, q * 2, rel, tg.row_ptr, tg.col, tg.rel, tg.t_row_ptr, tg.t_col, tg.t_edge);
+  const torch::Tensor expect = graph_attention(q, q * 0.5, q * 2, rel, tg);
+  EXPECT_TRUE(torch::equal(o, expect));
+  const auto grads = torch::autograd::grad({o.sum()}, {q, rel});
+  const auto expect_grads = torch::autograd::grad({expect.sum()}, {q, rel});
+  EXPECT_TRUE(torch::equal(grads[0], expect_grads[0]));
+  EXPECT_TRUE(torch::equal(grads[1], expect_grads[1]));
 }
 
 TEST(GsaOp, MemoryTrackerCountsTensorBytes) {

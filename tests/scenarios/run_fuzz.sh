@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the scenario parser/validator/expander: builds fuzz_scenario.cpp with clang++ and libFuzzer + ASan + UBSan
 # against harness/scenario/{scenario,expand}.cpp and patterns/*.cpp only (no LibTorch), seeds it with
-# scenarios/*.json and runs it for a bounded time. Exit 77 (skip) when clang's libFuzzer runtime is missing.
+# scenarios/*.json and tests/scenarios/fuzz_seeds/ (inputs that once failed) and runs it for a bounded time. Exit 77 (skip) when clang's libFuzzer runtime is missing.
 # usage: tests/scenarios/run_fuzz.sh [SECONDS (default 60)] [WORK_DIR (default $TMPDIR/sb_fuzz_scenario)]
 set -euo pipefail
 secs="${1:-60}"
@@ -39,8 +39,9 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 "$cxx" -fsanitize=fuzzer,address,undefined "${objs[@]}" -lfmt -o "$work/fuzz_scenario"
 
-cp "$src"/scenarios/*.json "$work/corpus/" 2>/dev/null || true
+cp "$src"/scenarios/*.json "$src"/tests/scenarios/fuzz_seeds/* "$work/corpus/" 2>/dev/null || true
 echo "fuzzing for ${secs}s: $work/fuzz_scenario (corpus $work/corpus)"
 cd "$work"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ./fuzz_scenario -max_total_time="$secs" -max_len=8192 -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 corpus
+  ./fuzz_scenario -max_total_time="$secs" -max_len=8192 -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 \
+    -error_exitcode=1 -timeout_exitcode=1 corpus  # libFuzzer's default error code, 77, would read as a skip

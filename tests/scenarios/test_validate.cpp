@@ -62,6 +62,11 @@ TEST(Validate, TruncatedJsonGivesLineAndColumn) {
   EXPECT_NE(msg.find("malformed JSON"), std::string::npos) << msg;
 }
 
+TEST(Validate, NumberOverflowIsMalformedJsonWithPosition) {
+  const std::string msg = error_of("{\"kind\": \"attention\",\n \"repeats\": 2e99999}", "big.json");
+  EXPECT_EQ(msg, "big.json:2:13: malformed JSON: number overflow parsing '2e99999'");
+}
+
 TEST(Validate, UnreadableFileNamesIt) {
   try {
     load_scenario("/nonexistent/dir/fig9.json", {});
@@ -147,7 +152,7 @@ TEST(Validate, ImpossibleValues) {
   EXPECT_EQ(error_of_doc(d), "fig7.json: /model/heads: expected a divisor of /model/dim (512), got 7");
   d = base();
   d["memory_budget_mb"] = 0;
-  EXPECT_EQ(error_of_doc(d), "fig7.json: /memory_budget_mb: expected a number > 0, got 0");
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /memory_budget_mb: expected a number > 0 and < 1e+09, got 0");
   d = base();
   d["axes"]["tokens"] = 8192;
   d["axes"]["batch"] = 2;

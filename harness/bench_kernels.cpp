@@ -6,6 +6,8 @@
 // excluded), gemm_fraction (gflops / the fp32 2048^3 LibTorch matmul rate measured once in this process),
 // gemm_gflops, peak_bytes (LibTorch CPU bytes allocated at the peak of one call beyond its inputs, by
 // sb::MemoryTracker). Skipped combinations say why (pattern not registered, too much memory).
+// Graph attention forward+backward runs graph_attention_forward + graph_attention_backward (what the
+// autograd op runs); the dense baseline's backward goes through LibTorch autograd.
 // e.g. sparsebench bench kernels --benchmark_filter='fwd/bpt' --benchmark_format=json
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <optional>
 
 #include "harness/bench.h"
@@ -47,7 +50,15 @@ double gemm_gflops() {
   return rate;
 }
 
+// MemAvailable from /proc/meminfo (free plus reclaimable cache); the free page count when unreadable.
 double available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0.0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
   return static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 

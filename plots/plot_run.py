@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# plot_run.py: draws the figures and report.md of a sparsebench run directory from its records.
 """Figures and report.md of one sparsebench run directory, drawn only from its records.
 
 usage: python3 plots/plot_run.py RUN_DIR        (or: sparsebench plot RUN_DIR)

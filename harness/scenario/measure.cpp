@@ -75,49 +75,20 @@ void sync(const torch::Device& d) {
   if (d.is_cuda()) torch::cuda::synchronize();
 }
 
-// Resident-set high-water mark of this process in bytes (VmHWM), or -1 where /proc is missing.
-int64_t rss_hwm_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // reported in kB
-  }
-  return -1;
-}
-
-// Resets VmHWM to the current RSS (Linux >= 4.0); false where that is not possible.
-bool reset_rss_hwm() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  out.flush();
-  return static_cast<bool>(out);
-}
-
-int64_t rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
-}
-
 // Peak memory of the measured work: CPU tensors via the counting allocator (sb::MemoryTracker), CUDA via
-// the caching allocator. Whole models use the process's resident-set high-water mark instead: LibTorch's
-// GELU kernel takes raw allocations, which the counting allocator does not support.
+// the caching allocator.
 struct PeakProbe {
-  enum class Source { tracker, rss, cuda } source_kind;
+  enum class Source { tracker, cuda } source_kind;
   torch::Device device;
   int64_t base = 0;
   bool ok = true;
-  PeakProbe(torch::Device d, bool whole_model) : device(d) {
-    source_kind = device.is_cuda() ? Source::cuda : whole_model ? Source::rss : Source::tracker;
+  explicit PeakProbe(torch::Device d) : device(d) {
+    source_kind = device.is_cuda() ? Source::cuda : Source::tracker;
     if (source_kind == Source::tracker) MemoryTracker::install();
   }
   const char* source() const {
     switch (source_kind) {
       case Source::tracker: return "cpu_counting_allocator";
-      case Source::rss: return "process_rss_high_water_mark";
       default: return "cuda_caching_allocator";
     }
   }
@@ -134,12 +105,6 @@ struct PeakProbe {
       base = MemoryTracker::current_bytes();
       return;
     }
-    if (source_kind == Source::rss) {
-      ok = ok && reset_rss_hwm();
-      base = rss_bytes();
-      ok = ok && base >= 0;
-      return;
-    }
 #ifdef SB_CUDA_PEAK
     c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
     base = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
@@ -149,7 +114,6 @@ struct PeakProbe {
   }
   int64_t peak() const {
     if (source_kind == Source::tracker) return MemoryTracker::peak_bytes();
-    if (source_kind == Source::rss) return std::max(rss_hwm_bytes(), base);
 #ifdef SB_CUDA_PEAK
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
         .allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
@@ -166,7 +130,7 @@ void time_work(const Scenario& s, const Point& p, torch::Device device, const st
   using clock = std::chrono::steady_clock;
   for (int64_t i = 0; i < s.warmup; ++i) work();
   sync(device);
-  PeakProbe probe(device, s.kind == "model");
+  PeakProbe probe(device);
   std::vector<double> samples;
   int64_t peak_extra = 0, base = 0;
   for (int64_t i = 0; i < s.repeats; ++i) {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -14,16 +15,24 @@ namespace {
 std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
 
-// What each tracked block needs to be freed: the wrapped allocator's DataPtr and the size counted.
-struct TrackedBlock {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
+// Sizes of live tracked blocks by data pointer. The context of every DataPtr handed out is its data pointer
+// (as LibTorch's raw_allocate/raw_deallocate require), so the size is looked up here on free.
+std::mutex g_blocks_mutex;
+std::unordered_map<void*, int64_t> g_blocks;
+c10::DeleterFnPtr g_inner_deleter = nullptr;
 
-void release(void* ctx) {
-  auto* block = static_cast<TrackedBlock*>(ctx);
-  g_current.fetch_sub(block->bytes, std::memory_order_relaxed);
-  delete block;  // frees through the wrapped allocator's deleter
+void release(void* data) {
+  int64_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_blocks_mutex);
+    auto it = g_blocks.find(data);
+    if (it != g_blocks.end()) {
+      bytes = it->second;
+      g_blocks.erase(it);
+    }
+  }
+  g_current.fetch_sub(bytes, std::memory_order_relaxed);
+  g_inner_deleter(data);
 }
 
 class CountingAllocator final : public c10::Allocator {
@@ -34,15 +43,24 @@ class CountingAllocator final : public c10::Allocator {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     const c10::Device device = inner.device();
-    auto* block = new TrackedBlock{std::move(inner), static_cast<int64_t>(n)};
-    const int64_t now = g_current.fetch_add(block->bytes, std::memory_order_relaxed) + block->bytes;
+    if (data == nullptr) return inner;  // zero-byte allocations carry nothing to count
+    // The wrapped CPU allocator frees by data pointer with one deleter; take ownership of the block.
+    TORCH_CHECK(inner.get_context() == data && inner.get_deleter() == g_inner_deleter,
+                "MemoryTracker: the wrapped CPU allocator does not free by data pointer");
+    inner.release_context();
+    const int64_t bytes = static_cast<int64_t>(n);
+    {
+      std::lock_guard<std::mutex> lock(g_blocks_mutex);
+      g_blocks[data] = bytes;
+    }
+    const int64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     int64_t peak = g_peak.load(std::memory_order_relaxed);
     while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
-    return {data, block, &release, device};
+    return {data, data, &release, device};
   }
 
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }  // blocks carry their own context
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
  private:
   c10::Allocator* inner_;
@@ -56,7 +74,10 @@ CountingAllocator* g_allocator = nullptr;
 void MemoryTracker::install() {
   std::lock_guard<std::mutex> lock(g_install_mutex);
   if (g_allocator != nullptr) return;
-  g_allocator = new CountingAllocator(c10::GetAllocator(c10::DeviceType::CPU));  // lives for the process
+  c10::Allocator* inner = c10::GetAllocator(c10::DeviceType::CPU);
+  g_inner_deleter = inner->raw_deleter();
+  TORCH_CHECK(g_inner_deleter != nullptr, "MemoryTracker: the CPU allocator has no raw deleter to wrap");
+  g_allocator = new CountingAllocator(inner);  // lives for the process
   c10::SetAllocator(c10::DeviceType::CPU, g_allocator, /*priority=*/100);
   g_peak.store(g_current.load());
 }

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Python test of torch.ops.sparsebench.graph_attention: forward and gradients against plain PyTorch.
 # Usage: test_gsa_python_op.py path/to/libsparsebench_ops.so   (exit 77 = skipped, no torch importable)
 import sys

@@ -7,6 +7,7 @@
 #include "harness/scenario/measure.h"
 #include "harness/scenario/records.h"
 #include "harness/scenario/scenario.h"
+#include "kernels/torch/memory_tracker.h"
 #include "patterns/error.h"
 
 namespace sb {
@@ -50,6 +51,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   opt.run_dir = run_dir;
   opt.resume = args.flag("resume");
   opt.environment = run_environment();
+  // Installed before any point allocates, so every point's live memory (weights, inputs) is counted alike.
+  MemoryTracker::install();
   const SweepSummary sum = run_sweep(s, points, opt, measure_point);
   if (!args.flag("no-plot")) {
     if (run_plot_script(run_dir) != 0) fmt::print(stderr, "warning: plotting failed; the records are intact\n");

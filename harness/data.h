@@ -9,10 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-namespace sb {
+#include "harness/sha256.h"
 
-// SHA-256 of a byte buffer as 64 lowercase hex digits.
-std::string sha256_hex(const uint8_t* data, size_t size);
+namespace sb {
 
 struct Split {
   int64_t begin = 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/scenario/scenario.h"
+#include "harness/sha256.h"
 
 namespace sb {
 
@@ -38,8 +39,6 @@ RecordFile read_records(const std::string& path);
 // of numbers as their values joined by ';'.
 void write_records_csv(const std::vector<json>& records, const std::string& path);
 
-// Hex SHA-256 of a byte string.
-std::string sha256_hex(const std::string& data);
 
 // UTC "YYYYmmdd-HHMMSS".
 std::string utc_stamp();

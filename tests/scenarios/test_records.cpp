@@ -7,23 +7,13 @@
 
 #include "harness/scenario/records.h"
 #include "patterns/error.h"
+#include "tests/scenarios/temp_dir.h"
 
 using namespace sb;
 namespace fs = std::filesystem;
+using sb::test::TempDir;
 
 namespace {
-
-// A fresh directory per test, removed afterwards.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("sb_scen_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& f) const { return (path / f).string(); }
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

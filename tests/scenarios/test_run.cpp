@@ -6,24 +6,14 @@
 
 #include "harness/cli.h"
 #include "harness/scenario/records.h"
-#include "kernels/torch/memory_tracker.h"
 #include "patterns/error.h"
+#include "tests/scenarios/temp_dir.h"
 
 using namespace sb;
 namespace fs = std::filesystem;
+using sb::test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("sb_run_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& f) const { return (path / f).string(); }
-};
 
 std::string write(const TempDir& d, const std::string& name, const std::string& text) {
   std::ofstream(d.file(name)) << text;

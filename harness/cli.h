@@ -34,7 +34,7 @@ class Args {
   std::map<std::string, std::vector<std::string>> values_;
 };
 
-// Sets LibTorch's and OpenMP's CPU thread count: `threads` <= 0 means all cores. Returns the count used.
+// Sets LibTorch's, OpenMP's and OpenBLAS's CPU thread count: `threads` <= 0 means all cores. Returns the count used.
 int set_cpu_threads(int threads);
 
 // Subcommands: each takes the arguments after its name and returns the process exit code.

@@ -41,7 +41,7 @@ void print_train_help() {
       "  --log-every N         progress line every N steps (default {})\n"
       "  --threads N           CPU threads, 0 = all cores (default 0)\n"
       "  --resume              continue from DIR/checkpoint.pt\n"
-      "  --profile             time the attention op against the rest of a training step\n"
+      "  --profile             split a step's time: graph attention, matmuls, norms, GELU, dropout, other, optimizer\n"
       "  --no-final-eval       skip the full valid/test evaluation at the end\n"
       "  --quiet               no progress lines (the final JSON line is still printed)\n"
       "  --stop-after N        stop after N steps of this process as if interrupted (for resume checks)\n",

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/blas.h"
 #include "harness/cli.h"
 #include "patterns/error.h"
 
@@ -34,6 +35,7 @@ void print_usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sb::configure_blas_runtime(argv);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {
     print_usage();

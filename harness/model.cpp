@@ -1,7 +1,6 @@
 // LanguageModel: byte Transformer LM over a pattern graph (tokens + extra nodes), or the dense baseline.
 #include "harness/model.h"
 
-#include <chrono>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -9,44 +8,6 @@
 #include "patterns/error.h"
 
 namespace sb {
-
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Identity whose backward notes the time: placed on the attention output, it fires just before the
-// op's backward runs.
-struct BackwardStartMark : public torch::autograd::Function<BackwardStartMark> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t timer) {
-    ctx->saved_data["timer"] = timer;
-    return x.view_as(x);
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    reinterpret_cast<AttentionTimer*>(ctx->saved_data["timer"].toInt())->backward_started = now_s();
-    return {grads[0], torch::Tensor()};
-  }
-};
-
-// Identity on the op's q, k, v whose backward fires right after the op's backward has finished.
-struct BackwardEndMark : public torch::autograd::Function<BackwardEndMark> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
-                                                const torch::Tensor& k, const torch::Tensor& v, int64_t timer) {
-    ctx->saved_data["timer"] = timer;
-    return {q.view_as(q), k.view_as(k), v.view_as(v)};
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    auto* t = reinterpret_cast<AttentionTimer*>(ctx->saved_data["timer"].toInt());
-    if (t->backward_started > 0) t->backward_s += now_s() - t->backward_started;
-    t->backward_started = 0;
-    return {grads[0], grads[1], grads[2], torch::Tensor()};
-  }
-};
-
-}  // namespace
 
 void validate_model_config(const ModelConfig& cfg) {
   if (cfg.attention != "graph" && cfg.attention != "dense") {
@@ -120,7 +81,6 @@ LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
   if (!cfg_.post_norm) {
     final_norm_ = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.dim})));
   }
-  drop_ = register_module("drop", torch::nn::Dropout(cfg_.dropout));
 }
 
 const ModelConfig& LanguageModelImpl::config() const { return cfg_; }
@@ -193,19 +153,7 @@ torch::Tensor LanguageModelImpl::attend(size_t layer, const torch::Tensor& x, co
   auto v = b.v(x).view({B, N, H, D});
   torch::Tensor o;
   if (cfg_.attention == "graph") {
-    const bool timing = timer_.enabled && torch::GradMode::is_enabled();
-    const auto timer_id = reinterpret_cast<int64_t>(&timer_);
-    if (timing) {
-      auto marked = BackwardEndMark::apply(q, k, v, timer_id);
-      q = marked[0], k = marked[1], v = marked[2];
-    }
-    const double t0 = timer_.enabled ? now_s() : 0.0;
     o = graph_attention(q, k, v, b.rel_emb, sg.graph);  // [B, N, H, D]
-    if (timer_.enabled) {
-      timer_.forward_s += now_s() - t0;
-      timer_.calls += 1;
-    }
-    if (timing) o = BackwardStartMark::apply(o, timer_id);
   } else if (b.rel_emb.defined()) {
     // Dense with clipped-distance relations, the same scores as the dense pattern's graph:
     // s_ij = q_i . (k_j + r[dist(i-j)]) / sqrt(D).
@@ -244,18 +192,18 @@ torch::Tensor LanguageModelImpl::forward(const torch::Tensor& bytes) {
     }
     x = torch::cat({x, extra}, 1);
   }
-  x = drop_(x);
+  x = drop(x);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     Block& b = blocks_[l];
     // After the last attention only the token rows are read: skip the extra nodes' output projection and FFN.
     const bool last = l + 1 == blocks_.size();
     auto keep_tokens = [&](const torch::Tensor& t) { return last && sg.n_nodes > T ? t.slice(1, 0, T) : t; };
     if (cfg_.post_norm) {
-      x = b.norm1(keep_tokens(x) + drop_(b.o(keep_tokens(attend(l, x, sg)))));
-      x = b.norm2(x + drop_(b.ff2(torch::gelu(b.ff1(x)))));
+      x = b.norm1(keep_tokens(x) + drop(b.o(keep_tokens(attend(l, x, sg)))));
+      x = b.norm2(x + drop(b.ff2(torch::gelu(b.ff1(x)))));
     } else {
-      x = keep_tokens(x) + drop_(b.o(keep_tokens(attend(l, b.norm1(x), sg))));
-      x = x + drop_(b.ff2(torch::gelu(b.ff1(b.norm2(x)))));
+      x = keep_tokens(x) + drop(b.o(keep_tokens(attend(l, b.norm1(x), sg))));
+      x = x + drop(b.ff2(torch::gelu(b.ff1(b.norm2(x)))));
     }
   }
   if (!cfg_.post_norm) x = final_norm_(x);

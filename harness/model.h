@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include "kernels/torch/fast_dropout.h"
 #include "kernels/torch/graph_attention_op.h"
 #include "patterns/pattern.h"
 
@@ -39,17 +40,6 @@ struct SequenceGraph {
   std::string fingerprint;     // of the pattern graph
 };
 
-// Wall time spent inside the attention op when enabled: forward around the call, backward between
-// identity markers placed on its output and inputs (the autograd engine runs the op's backward between them).
-struct AttentionTimer {
-  bool enabled = false;
-  double forward_s = 0.0;
-  double backward_s = 0.0;
-  int64_t calls = 0;
-  double backward_started = 0.0;  // steady-clock seconds at the output marker's backward
-  void reset() { forward_s = backward_s = 0.0, calls = 0; }
-};
-
 class LanguageModelImpl : public torch::nn::Module {
  public:
   explicit LanguageModelImpl(const ModelConfig& cfg);  // throws sb::Error (e.g. pattern without causal form)
@@ -63,17 +53,16 @@ class LanguageModelImpl : public torch::nn::Module {
   const SequenceGraph& sequence_graph(int64_t n);
   // The pattern parameters after defaults were filled in (empty for the dense baseline).
   const Params& resolved_params() const { return resolved_params_; }
-  AttentionTimer& attention_timer() { return timer_; }
 
  private:
   torch::Tensor attend(size_t layer, const torch::Tensor& x, const SequenceGraph& sg);
+  torch::Tensor drop(const torch::Tensor& x) { return fast_dropout(x, cfg_.dropout, is_training()); }
 
   ModelConfig cfg_;
   Params resolved_params_;
   std::vector<std::string> relations_;
   std::map<std::string, uint16_t> relation_ids_;
   std::map<std::string, SequenceGraph> graphs_;  // cache keyed by "length@device"
-  AttentionTimer timer_;
 
   torch::nn::Embedding embed_{nullptr};
   torch::Tensor pos_emb_;  // [context, dim] (absolute positions)
@@ -85,7 +74,6 @@ class LanguageModelImpl : public torch::nn::Module {
   };
   std::vector<Block> blocks_;
   torch::nn::LayerNorm final_norm_{nullptr};
-  torch::nn::Dropout drop_{nullptr};
 };
 TORCH_MODULE(LanguageModel);
 

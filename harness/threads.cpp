@@ -1,9 +1,11 @@
-// CPU thread-count control: LibTorch starts with a one-thread pool here, so every command sets it.
+// CPU thread-count control: LibTorch starts with a one-thread pool here and OpenBLAS keeps its own, so every
+// command sets both.
 #include <omp.h>
 #include <thread>
 
 #include <ATen/Parallel.h>
 
+#include "harness/blas.h"
 #include "harness/cli.h"
 
 namespace sb {
@@ -12,6 +14,7 @@ int set_cpu_threads(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
   omp_set_num_threads(threads);
+  set_blas_threads(threads);
   return threads;
 }
 

@@ -15,6 +15,7 @@
 #include "harness/checkpoint.h"
 #include "harness/cli.h"
 #include "harness/data.h"
+#include "harness/op_profile.h"
 #include "patterns/error.h"
 
 namespace sb {
@@ -167,6 +168,38 @@ json model_json(const ModelConfig& m) {
           {"dropout", m.dropout},
           {"post_norm", m.post_norm},
           {"positions", m.positions}};
+}
+
+
+// The --profile split of a step: operator self times by category (forward and backward), the time outside any
+// operator (autograd and model glue), the optimizer and data. Prints one line unless quiet.
+json profile_report(const OpProfile& prof, double fwd_s, double bwd_s, double opt_s, double data_s, int64_t steps,
+                    bool quiet) {
+  const double step_total = fwd_s + bwd_s + opt_s + data_s;
+  json out = {{"optimizer_s", opt_s}, {"data_s", data_s}, {"steps", steps}};
+  double in_ops[OpProfile::kPhases] = {0.0, 0.0};
+  for (int c = 0; c < OpProfile::kCategories; ++c) {
+    const std::string name = OpProfile::category_name(c);
+    out[name + "_forward_s"] = prof.seconds(0, c);
+    out[name + "_backward_s"] = prof.seconds(1, c);
+    out[name + "_fraction"] = step_total > 0 ? prof.seconds(c) / step_total : 0.0;
+    in_ops[0] += prof.seconds(0, c), in_ops[1] += prof.seconds(1, c);
+  }
+  out["outside_ops_s"] = std::max(0.0, fwd_s - in_ops[0]) + std::max(0.0, bwd_s - in_ops[1]);
+  if (!quiet) {
+    const double n = static_cast<double>(std::max<int64_t>(1, steps));
+    std::string line = "profile (ms per step, share of the step):";
+    auto add = [&](const std::string& name, double s) {
+      line += fmt::format(" {} {:.1f} ({:.0f}%) |", name, 1e3 * s / n, step_total > 0 ? 100.0 * s / step_total : 0.0);
+    };
+    for (int c = 0; c < OpProfile::kCategories; ++c) add(OpProfile::category_name(c), prof.seconds(c));
+    add("outside ops", out["outside_ops_s"].get<double>());
+    add("optimizer+clip", opt_s);
+    add("data", data_s);
+    line.pop_back();
+    fmt::print("{}\n", line);
+  }
+  return out;
 }
 
 }  // namespace
@@ -325,7 +358,7 @@ json train(const TrainConfig& cfg) {
   torch::manual_seed(cfg.seed);
   LanguageModel model(cfg.model);
   model->train();
-  model->attention_timer().enabled = cfg.profile;
+  OpProfile op_profile;  // counts only while started, under --profile
 
   // Weight decay on matrices only (not on biases, norms, embeddings or relation tables).
   std::vector<torch::Tensor> decay, no_decay;
@@ -415,9 +448,11 @@ json train(const TrainConfig& cfg) {
     auto inputs = batch.slice(1, 0, cfg.model.context);
     auto targets = batch.slice(1, 1, window);
     const double t1 = now_s();
+    if (cfg.profile) op_profile.start(0);
     auto logits = model->forward(inputs);
     auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
     const double loss_v = loss.item<double>();
+    op_profile.stop();
     const double t2 = now_s();
     if (!std::isfinite(loss_v)) {
       status = "diverged";
@@ -427,7 +462,9 @@ json train(const TrainConfig& cfg) {
       break;
     }
     optimizer.zero_grad();
+    if (cfg.profile) op_profile.start(1);
     loss.backward();
+    op_profile.stop();
     const double t3 = now_s();
     if (cfg.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.clip);
     optimizer.step();
@@ -521,27 +558,7 @@ json train(const TrainConfig& cfg) {
                                {"forward_s", fwd_s},
                                {"backward_s", bwd_s},
                                {"optimizer_s", opt_s}}}};
-  if (cfg.profile) {
-    const AttentionTimer& at = model->attention_timer();
-    const double step_total = data_s + fwd_s + bwd_s + opt_s;
-    const double attn = at.forward_s + at.backward_s;
-    timing["profile"] = {{"attention_forward_s", at.forward_s},
-                         {"attention_backward_s", at.backward_s},
-                         {"rest_forward_s", fwd_s - at.forward_s},
-                         {"rest_backward_s", bwd_s - at.backward_s},
-                         {"optimizer_s", opt_s},
-                         {"data_s", data_s},
-                         {"attention_fraction", step_total > 0 ? attn / step_total : 0.0}};
-    if (!cfg.quiet) {
-      const double n = std::max<int64_t>(1, steps_this_run);
-      fmt::print(
-          "profile (per step, ms): attention fwd {:.1f} bwd {:.1f} | rest fwd {:.1f} bwd {:.1f} | optimizer+clip "
-          "{:.1f} | data {:.1f} | attention share {:.1f}%\n",
-          1e3 * at.forward_s / n, 1e3 * at.backward_s / n, 1e3 * (fwd_s - at.forward_s) / n,
-          1e3 * (bwd_s - at.backward_s) / n, 1e3 * opt_s / n, 1e3 * data_s / n,
-          100.0 * (step_total > 0 ? attn / step_total : 0.0));
-    }
-  }
+  if (cfg.profile) timing["profile"] = profile_report(op_profile, fwd_s, bwd_s, opt_s, data_s, steps_this_run, cfg.quiet);
   result["timing"] = timing;
   write_file_atomic(result_path, result.dump(2) + "\n");
   return result;

@@ -33,7 +33,7 @@ struct TrainConfig {
   int64_t log_every = 50;            // steps between progress lines
   int threads = 0;                   // 0 = all cores
   bool resume = false;
-  bool profile = false;              // time the attention op vs the rest of each step
+  bool profile = false;              // split each step's time by operator category (OpProfile)
   bool final_eval = true;            // full valid + test evaluation at the end
   bool quiet = false;                // no progress lines on stdout
   int64_t stop_after = 0;            // stop (as if killed) after this many steps of this process; 0 = off

@@ -16,19 +16,29 @@ while [ $# -gt 0 ]; do
 done
 
 # Debian packages: compilers and libraries, LibTorch (CPU) with the OpenBLAS backend, Python torch for the op test.
-debs=(build-essential cmake git libtorch-dev libopenblas0-pthread libfmt-dev nlohmann-json3-dev
+debs=(build-essential cmake git libtorch-dev libopenblas0-openmp libfmt-dev nlohmann-json3-dev
       libbenchmark-dev libgtest-dev python3-torch clang libclang-rt-14-dev)
+sudo_cmd=""
+[ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}"
 fi
+
+# BLAS: OpenBLAS's OpenMP build shares LibTorch's OpenMP thread pool; the pthreads build (Debian's default
+# when both are installed) keeps a second pool that competes with it for the cores.
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+omp_dir=/usr/lib/$multiarch/openblas-openmp
+for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+  if [ -e "$omp_dir/$lib" ] && [ "$(readlink -f "/usr/lib/$multiarch/$lib")" != "$(readlink -f "$omp_dir/$lib")" ]; then
+    $sudo_cmd update-alternatives --quiet --set "$lib-$multiarch" "$omp_dir/$lib"
+  fi
+done
 
 # Plots: matplotlib for the python3 on PATH.
 if ! python3 -c "import matplotlib" 2>/dev/null; then

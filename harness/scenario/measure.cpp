@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "harness/blas.h"
 #include "harness/cli.h"
 #include "harness/model.h"
 #include "harness/trainer.h"
@@ -49,30 +50,6 @@ std::string cpu_model() {
     }
   }
   return "unknown";
-}
-
-// The "BLAS_INFO=..." and "LAPACK_INFO=..." entries of LibTorch's build summary, plus the BLAS library
-// actually mapped into the process ("generic" builds use whatever libblas.so.3 points to, e.g. OpenBLAS).
-std::string blas_info() {
-  const std::string config = at::show_config();
-  std::vector<std::string> found;
-  for (const char* key : {"BLAS_INFO=", "LAPACK_INFO="}) {
-    const auto at = config.find(key);
-    if (at == std::string::npos) continue;
-    const auto end = config.find_first_of(",\n", at);
-    found.push_back(config.substr(at, end == std::string::npos ? std::string::npos : end - at));
-  }
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  std::set<std::string> loaded;
-  while (std::getline(maps, line)) {
-    const auto slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    const std::string path = line.substr(slash);
-    if (path.find("blas") != std::string::npos) loaded.insert(path);
-  }
-  for (const std::string& path : loaded) found.push_back("loaded=" + path);
-  return found.empty() ? "unknown" : fmt::format("{}", fmt::join(found, " "));
 }
 
 torch::Device point_device(const Scenario& s) {

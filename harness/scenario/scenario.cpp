@@ -378,7 +378,7 @@ void validate_scenario(const json& doc, const std::string& file) {
     c.object(t, "/train", scenario_train_keys());
     if (t.contains("steps")) c.integer(t["steps"], "/train/steps", 1);
     if (t.contains("minutes")) c.number(t["minutes"], "/train/minutes", 0.0, false);
-    if (t.contains("eval_every")) c.integer(t["eval_every"], "/train/eval_every", 1);
+    if (t.contains("eval_every")) c.integer(t["eval_every"], "/train/eval_every", 0);
     if (t.contains("batch")) c.integer(t["batch"], "/train/batch", 1);
     if (t.contains("lr")) c.number(t["lr"], "/train/lr", 0.0, false);
     if (t.contains("eval_bytes")) c.integer(t["eval_bytes"], "/train/eval_bytes", 0);

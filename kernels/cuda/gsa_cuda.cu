@@ -1,6 +1,7 @@
 // CUDA graph self-attention kernels: a warp per (batch, node, head); forward with an online softmax,
 // backward by destination (dq) and by source through the transposed graph (dk, dv), no atomics, and
-// d(rel_emb) by relation over a saved per-edge dS. Built only when CMake finds CUDA (SB_WITH_CUDA).
+// d(rel_emb) by relation over a saved per-edge dS (recomputed for fp64). Built only when CMake finds CUDA
+// (SB_WITH_CUDA).
 //
 // Kernel variants: 1 (this file): warp per row-head, D / 32 values per lane in registers; fp32
 // accumulation for fp32/fp16/bf16, fp64 for fp64.
@@ -252,6 +253,59 @@ __global__ void drel_kernel(GsaParams p) {
   }
 }
 
+// fp64: edge_ds is an fp32 workspace, too coarse for fp64 d_rel_emb, so dS is recomputed per edge in fp64.
+// One block per relation; warp w takes items w, w + kDrelWarps, ... of (edge, batch, head), and the warps'
+// partial sums are added in warp order: a fixed summation order, so deterministic.
+constexpr int kDrelWarps = 8;
+
+template <int P, typename T>
+__global__ void drel_recompute_kernel(GsaParams p) {
+  using A = typename GsaAcc<T>::type;
+  __shared__ A partial[kDrelWarps][P * kWarp];
+  const int64_t r = blockIdx.x;
+  const int lane = threadIdx.x % kWarp;
+  const int warp = threadIdx.x / kWarp;
+  const T* rr = static_cast<const T*>(p.rel_emb) + r * p.rel_stride;
+  const A* lse = static_cast<const A*>(p.lse);
+  const A* delta = static_cast<const A*>(p.delta);
+  const A scale = static_cast<A>(p.scale);
+  const int64_t first = p.graph.rel_ptr[r];
+  const int64_t items = (p.graph.rel_ptr[r + 1] - first) * p.B * p.H;
+  A acc[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) acc[i] = 0;
+  for (int64_t j = warp; j < items; j += kDrelWarps) {
+    const int64_t h = j % p.H;
+    const int64_t b = (j / p.H) % p.B;
+    const int64_t i = first + j / (p.H * p.B);
+    const int64_t e = p.graph.rel_edge[i];
+    const int64_t u = p.graph.rel_dst[i];
+    const int64_t src = p.graph.col[e];
+    const int64_t row = (b * p.N + u) * p.H + h;
+    A qu[P], dou[P];
+    load_row<P>(qu, static_cast<const T*>(p.q) + offset(p.q_strides, b, u, h), p.D, lane);
+    load_row<P>(dou, static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, u, h), p.D, lane);
+    const T* k_src = static_cast<const T*>(p.k) + offset(p.k_strides, b, src, h);
+    const A pr = gsa_prob(edge_score<P>(qu, k_src, rr, p.D, lane, scale), lse[row]);
+    const A dp = warp_dot<P>(dou, static_cast<const T*>(p.v) + offset(p.v_strides, b, src, h), p.D, lane);
+    const A ds = gsa_dscore(pr, dp, delta[row]);
+#pragma unroll
+    for (int k = 0; k < P; ++k) acc[k] += ds * qu[k];
+  }
+#pragma unroll
+  for (int i = 0; i < P; ++i) partial[warp][lane + kWarp * i] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+  T* out = static_cast<T*>(p.d_rel_emb) + r * p.rel_stride;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int64_t d = lane + kWarp * i;
+    A sum = 0;
+    for (int w = 0; w < kDrelWarps; ++w) sum += partial[w][lane + kWarp * i];
+    if (d < p.D) store(out + d, sum * scale);
+  }
+}
+
 void check_launch(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) throw Error(std::string(what) + ": CUDA error: " + cudaGetErrorString(err));
@@ -278,7 +332,11 @@ void backward_launch(const GsaParams& p, cudaStream_t stream) {
   dkv_kernel<P, T><<<warp_blocks(p), threads, 0, stream>>>(p);
   check_launch("graph_attention backward (dk, dv)");
   if (p.rel_emb != nullptr && p.R > 0) {
-    drel_kernel<T><<<static_cast<unsigned>(p.R), 64, 0, stream>>>(p);
+    if constexpr (std::is_same_v<T, double>) {
+      drel_recompute_kernel<P, T><<<static_cast<unsigned>(p.R), kWarp * kDrelWarps, 0, stream>>>(p);
+    } else {
+      drel_kernel<T><<<static_cast<unsigned>(p.R), 64, 0, stream>>>(p);
+    }
     check_launch("graph_attention backward (d_rel_emb)");
   }
 }

@@ -2,6 +2,8 @@
 #include "kernels/torch/graph_attention_op.h"
 
 #include <cmath>
+
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 #include <limits>
 #include <numeric>
@@ -322,6 +324,7 @@ std::tuple<torch::Tensor, torch::Tensor> graph_attention_forward(const torch::Te
                                                                  const torch::Tensor& v_in,
                                                                  const torch::Tensor& rel_in,
                                                                  const TorchGraph& graph) {
+  RECORD_FUNCTION("sparsebench::graph_attention_forward", std::vector<c10::IValue>());
   check_inputs(q_in, k_in, v_in, rel_in, graph);
   const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const torch::Tensor rel_emb = contiguous_or_undefined(rel_in);
@@ -345,6 +348,7 @@ std::vector<torch::Tensor> graph_attention_backward(const torch::Tensor& d_o_in,
                                                     const torch::Tensor& k_in, const torch::Tensor& v_in,
                                                     const torch::Tensor& rel_in, const torch::Tensor& o_in,
                                                     const torch::Tensor& lse_in, const TorchGraph& graph) {
+  RECORD_FUNCTION("sparsebench::graph_attention_backward", std::vector<c10::IValue>());
   check_inputs(q_in, k_in, v_in, rel_in, graph);
   if (!d_o_in.defined() || d_o_in.sizes() != q_in.sizes() || d_o_in.scalar_type() != q_in.scalar_type()) {
     throw Error(fmt::format("d_o must have shape {} and dtype {} like q", shape_str(q_in), dtype_str(q_in)));

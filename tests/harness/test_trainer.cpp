@@ -210,4 +210,31 @@ TEST(Train, DivergenceStopsTheRun) {
   fs::remove_all(base);
 }
 
+// --profile splits forward and backward into operator categories: the graph attention op (forward and backward),
+// the matmuls, norms, GELU and dropout all show up, and together they stay within the measured step time.
+TEST(Train, ProfileSplitsTheStepByOperator) {
+  const std::string base = temp_dir("profile");
+  const std::string data = make_corpus(base);
+  auto cfg = tiny(data, base + "/run");
+  cfg.profile = true;
+  cfg.eval_every = 0;
+  cfg.final_eval = false;
+  const json r = sb::train(cfg);
+  ASSERT_EQ(r["status"], "ok");
+  const json& prof = r["timing"]["profile"];
+  const json& run = r["timing"]["this_run"];
+  for (const char* c : {"graph_attention", "matmul", "layer_norm", "gelu", "dropout"}) {
+    EXPECT_GT(prof[std::string(c) + "_forward_s"].get<double>(), 0.0) << c;
+    EXPECT_GT(prof[std::string(c) + "_backward_s"].get<double>(), 0.0) << c;
+  }
+  double fwd = 0.0, bwd = 0.0;
+  for (const char* c : {"graph_attention", "matmul", "layer_norm", "gelu", "dropout", "other_ops"}) {
+    fwd += prof[std::string(c) + "_forward_s"].get<double>();
+    bwd += prof[std::string(c) + "_backward_s"].get<double>();
+  }
+  EXPECT_LE(fwd, run["forward_s"].get<double>());
+  EXPECT_LE(bwd, run["backward_s"].get<double>());
+  fs::remove_all(base);
+}
+
 }  // namespace

@@ -1,0 +1,23 @@
+// BLAS set-up: which OpenBLAS kernels run, how many BLAS threads, and a description for result records.
+#pragma once
+
+#include <string>
+
+namespace sb {
+
+// Fixes two OpenBLAS set-ups that cost a small model most of its speed, by setting environment variables the
+// libraries read only at load time and re-executing the program (only variables the user has not set):
+// - runtime CPU detection reads some virtualised CPUs ("Intel Xeon Processor" without a model) as Prescott
+//   and runs SSE3 kernels at a fifth of the AVX-512 rate: OPENBLAS_CORETYPE names the CPU's real family;
+// - OpenBLAS's pthreads build keeps its own thread pool, which fights LibTorch's spinning OpenMP threads
+//   for the cores (training ran at half speed): OMP_WAIT_POLICY=passive. The OpenMP build shares one pool.
+// Returns only when nothing needed changing or re-execution failed.
+void configure_blas_runtime(char** argv);
+
+// Sets OpenBLAS's own thread pool (LibTorch's set_num_threads does not reach it); no-op for other BLAS.
+void set_blas_threads(int threads);
+
+// LibTorch's BLAS build info, the BLAS library mapped into this process and OpenBLAS's kernel choice.
+std::string blas_info();
+
+}  // namespace sb

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/build_info.h"
 #include "harness/cli.h"
 #include "harness/scenario/measure.h"
 #include "harness/scenario/records.h"
@@ -45,7 +46,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     run_dir = latest_run_dir(root, s.name);
     if (run_dir.empty()) throw Error(fmt::format("--resume: no earlier run of {} under {}/{}", s.name, root, s.name));
   } else {
-    run_dir = (std::filesystem::path(root) / s.name / fmt::format("{}-{}", utc_stamp(), SB_GIT_COMMIT)).string();
+    run_dir = (std::filesystem::path(root) / s.name / fmt::format("{}-{}", utc_stamp(), git_commit())).string();
   }
   SweepOptions opt;
   opt.run_dir = run_dir;

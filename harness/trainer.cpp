@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <torch/version.h>
 
+#include "harness/build_info.h"
 #include "harness/checkpoint.h"
 #include "harness/cli.h"
 #include "harness/data.h"
@@ -528,7 +529,7 @@ json train(const TrainConfig& cfg) {
                  {"status", status},
                  {"final_loss", std::isfinite(last_loss) ? json(last_loss) : json(nullptr)},
                  {"threads", threads},
-                 {"git_commit", SB_GIT_COMMIT},
+                 {"git_commit", git_commit()},
                  {"torch_version", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
                                                TORCH_VERSION_PATCH)},
                  {"evals", evals}};

@@ -148,7 +148,7 @@ std::vector<Point> expand_scenario(const Scenario& s) {
   } else if (axes.contains("batch")) {
     for (const json& v : as_list(axes["batch"])) sizes.emplace_back(0, v.get<int64_t>());
   } else if (train) {
-    int64_t batch = 8;  // the trainer's default
+    int64_t batch = 8;  // the documented /train/batch default, passed to the trainer explicitly
     for (const auto& [k, v] : s.train_options) {
       if (k == "batch") batch = std::stoll(v);
     }

@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include "harness/blas.h"
+#include "harness/build_info.h"
 #include "harness/cli.h"
 #include "harness/model.h"
 #include "harness/trainer.h"
@@ -27,14 +28,10 @@
 #if defined(SB_WITH_CUDA) && __has_include(<c10/cuda/CUDACachingAllocator.h>)
 #include <c10/cuda/CUDACachingAllocator.h>
 #define SB_CUDA_PEAK 1
+// StatType::AGGREGATE is index 0; LibTorch 2.x moved the enum out of CUDACachingAllocator.
+constexpr size_t kAggregateStat = 0;
 #endif
 
-#ifndef SB_BUILD_TYPE
-#define SB_BUILD_TYPE "unknown"
-#endif
-#ifndef SB_GIT_COMMIT
-#define SB_GIT_COMMIT "unknown"
-#endif
 
 namespace sb {
 
@@ -97,7 +94,7 @@ struct PeakProbe {
 #ifdef SB_CUDA_PEAK
     c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
     base = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-               .allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
+               .allocated_bytes[kAggregateStat]
                .current;
 #endif
   }
@@ -105,7 +102,7 @@ struct PeakProbe {
     if (source_kind == Source::tracker) return MemoryTracker::peak_bytes();
 #ifdef SB_CUDA_PEAK
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-        .allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)]
+        .allocated_bytes[kAggregateStat]
         .peak;
 #else
     return 0;
@@ -314,6 +311,7 @@ void measure_train(const Scenario& s, const Point& p, json& record, const std::s
     has_data = has_data || kv.first == "data";
   }
   if (!has_data) throw Error("kind \"train\" needs /train/data (the enwik8 file)");
+  opts.emplace_back("batch", std::to_string(p.batch));  // /train/batch, or /axes/tokens over the context
   const TrainConfig cfg = train_config_from_options(opts);
   const json result = train(cfg);
   for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss"}) {
@@ -345,8 +343,8 @@ void measure_point(const Scenario& s, const Point& p, const std::string& run_dir
 
 json run_environment() {
   json env;
-  env["commit"] = SB_GIT_COMMIT;
-  env["build_type"] = SB_BUILD_TYPE;
+  env["commit"] = git_commit();
+  env["build_type"] = build_type();
 #if defined(__clang__)
   env["compiler"] = fmt::format("clang {}", __clang_version__);
 #elif defined(__GNUC__)

@@ -232,8 +232,11 @@ void print_points(const Scenario& s, const std::vector<Point>& points) {
                p.batch, p.causal ? "yes" : "no", p.threads, p.mode, degree,
                static_cast<double>(p.analytic_bytes) / (1024.0 * 1024.0), skip ? "skip: " + p.skip_reason : "run");
   }
-  fmt::print("{}: {} points, {} to run, {} skipped (kind {}, {} repeats after {} warm-up)\n", s.name, points.size(),
-             points.size() - skipped, skipped, s.kind, s.repeats, s.warmup);
+  // A training point is one run of the trainer: repeats and warm-up do not apply.
+  const std::string timing =
+      s.kind == "train" ? "one training run each" : fmt::format("{} repeats after {} warm-up", s.repeats, s.warmup);
+  fmt::print("{}: {} points, {} to run, {} skipped (kind {}, {})\n", s.name, points.size(), points.size() - skipped,
+             skipped, s.kind, timing);
 }
 
 SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, const SweepOptions& opt,

@@ -399,11 +399,14 @@ void validate_scenario(const json& doc, const std::string& file) {
   if (!axes["lengths"].is_array()) c.fail("/axes/lengths", fmt::format("expected an array of integers, got {}", shown(axes["lengths"])));
   c.scalar_or_list(axes["lengths"], "/axes/lengths", [&](const json& v, const std::string& p) { c.integer(v, p, 1, int64_t{1} << 24); });
   if (kind == "train") {
-    for (const char* k : {"tokens", "batch", "modes"}) {
+    for (const char* k : {"batch", "modes"}) {
       if (axes.contains(k)) {
         c.fail(child("/axes", k), std::string("not used by kind \"train\"") +
-                                      (std::string(k) == "modes" ? "" : "; set /train/batch"));
+                                      (std::string(k) == "modes" ? "" : "; set /train/batch or /axes/tokens"));
       }
+    }
+    if (axes.contains("tokens") && doc.contains("train") && doc["train"].is_object() && doc["train"].contains("batch")) {
+      c.fail("/axes/tokens", "give either /axes/tokens (batch = tokens / context) or /train/batch, not both");
     }
   }
   if (axes.contains("tokens") && axes.contains("batch")) c.fail("/axes/batch", "give either /axes/tokens or /axes/batch, not both");

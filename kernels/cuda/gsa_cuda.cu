@@ -1,7 +1,7 @@
 // CUDA graph self-attention kernels: a warp per (batch, node, head); forward with an online softmax,
 // backward by destination (dq) and by source through the transposed graph (dk, dv), no atomics, and
-// d(rel_emb) by relation over a saved per-edge dS (recomputed for fp64). Built only when CMake finds CUDA
-// (SB_WITH_CUDA).
+// d(rel_emb) by relation over a saved per-edge dS, in slices summed in a fixed order (recomputed per
+// relation for fp64). Built only when CMake finds CUDA (SB_WITH_CUDA).
 //
 // Kernel variants: 1 (this file): warp per row-head, D / 32 values per lane in registers; fp32
 // accumulation for fp32/fp16/bf16, fp64 for fp64.
@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -231,25 +232,40 @@ __global__ void dkv_kernel(GsaParams p) {
   }
 }
 
-// d_rel_emb[r] = scale * sum over the edges of relation r (ascending), batches, heads of dS * q_dst:
-// one block per relation, threads over D; a fixed summation order, so deterministic.
+// d_rel_emb[r] = scale * sum over the edges of relation r (ascending), batches, heads of dS * q_dst.
+// A relation can hold most edges (clipped distances of a dense graph), so its edge list is cut into
+// `slices` equal parts: block (r, s) sums part s into partial [R, slices, D] (threads over D), and
+// drel_reduce_kernel adds the parts in order: a fixed summation order, so deterministic.
 template <typename T>
-__global__ void drel_kernel(GsaParams p) {
+__global__ void drel_slice_kernel(GsaParams p, float* partial, int64_t slices) {
   using A = typename GsaAcc<T>::type;
-  const int64_t r = blockIdx.x;
+  static_assert(std::is_same_v<A, float>, "fp64 takes drel_recompute_kernel");
+  const int64_t r = blockIdx.x, s = blockIdx.y;
+  const int64_t first = p.graph.rel_ptr[r], len = p.graph.rel_ptr[r + 1] - first;
+  const int64_t lo = first + len * s / slices, hi = first + len * (s + 1) / slices;
   const T* q = static_cast<const T*>(p.q);
   for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
     A acc = 0;
-    for (int64_t i = p.graph.rel_ptr[r]; i < p.graph.rel_ptr[r + 1]; ++i) {
+    for (int64_t i = lo; i < hi; ++i) {
       const int64_t e = p.graph.rel_edge[i];
       const int64_t u = p.graph.rel_dst[i];
       for (int64_t b = 0; b < p.B; ++b) {
         for (int64_t h = 0; h < p.H; ++h) {
-          acc += static_cast<A>(p.edge_ds[(b * p.graph.n_edges + e) * p.H + h]) * load(q + offset(p.q_strides, b, u, h) + d);
+          acc += p.edge_ds[(b * p.graph.n_edges + e) * p.H + h] * load(q + offset(p.q_strides, b, u, h) + d);
         }
       }
     }
-    store(static_cast<T*>(p.d_rel_emb) + r * p.rel_stride + d, acc * static_cast<A>(p.scale));
+    partial[(r * slices + s) * p.D + d] = acc;
+  }
+}
+
+template <typename T>
+__global__ void drel_reduce_kernel(GsaParams p, const float* partial, int64_t slices) {
+  const int64_t r = blockIdx.x;
+  for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
+    float sum = 0;
+    for (int64_t s = 0; s < slices; ++s) sum += partial[(r * slices + s) * p.D + d];
+    store(static_cast<T*>(p.d_rel_emb) + r * p.rel_stride + d, sum * static_cast<float>(p.scale));
   }
 }
 
@@ -311,6 +327,23 @@ void check_launch(const char* what) {
   if (err != cudaSuccess) throw Error(std::string(what) + ": CUDA error: " + cudaGetErrorString(err));
 }
 
+// Slices per relation for drel_slice_kernel: about kDrelSliceEdges edges of the whole graph per slice
+// (a relation holding every edge still gets E / kDrelSliceEdges blocks), within a partial-sum budget.
+constexpr int64_t kDrelSliceEdges = 512;
+constexpr int64_t kDrelMaxSlices = 1024;
+constexpr int64_t kDrelPartialBudget = int64_t{1} << 22;  // fp32 elements of [R, slices, D]
+
+int64_t drel_slices(const GsaParams& p) {
+  const int64_t by_edges = (p.graph.n_edges + kDrelSliceEdges - 1) / kDrelSliceEdges;
+  const int64_t by_budget = kDrelPartialBudget / std::max<int64_t>(1, p.R * p.D);
+  return std::max<int64_t>(1, std::min({by_edges, by_budget, kDrelMaxSlices}));
+}
+
+// fp32 elements of the partial sums kept after edge_ds (0 for fp64, which recomputes dS per relation).
+int64_t drel_partial_elems(const GsaParams& p) {
+  return p.dtype == GsaDtype::f64 ? 0 : p.R * drel_slices(p) * p.D;
+}
+
 unsigned warp_blocks(const GsaParams& p) {
   const int64_t warps = p.B * p.N * p.H;
   return static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
@@ -335,7 +368,12 @@ void backward_launch(const GsaParams& p, cudaStream_t stream) {
     if constexpr (std::is_same_v<T, double>) {
       drel_recompute_kernel<P, T><<<static_cast<unsigned>(p.R), kWarp * kDrelWarps, 0, stream>>>(p);
     } else {
-      drel_kernel<T><<<static_cast<unsigned>(p.R), 64, 0, stream>>>(p);
+      const int64_t slices = drel_slices(p);
+      float* partial = p.edge_ds + p.B * p.graph.n_edges * p.H;
+      const dim3 grid(static_cast<unsigned>(p.R), static_cast<unsigned>(slices));
+      drel_slice_kernel<T><<<grid, 64, 0, stream>>>(p, partial, slices);
+      check_launch("graph_attention backward (d_rel_emb slices)");
+      drel_reduce_kernel<T><<<static_cast<unsigned>(p.R), 64, 0, stream>>>(p, partial, slices);
     }
     check_launch("graph_attention backward (d_rel_emb)");
   }
@@ -381,7 +419,9 @@ struct Backward {
 
 int64_t gsa_cuda_delta_elems(const GsaParams& p) { return p.B * p.N * p.H; }
 
-int64_t gsa_cuda_edge_ds_elems(const GsaParams& p) { return p.rel_emb != nullptr ? p.B * p.graph.n_edges * p.H : 0; }
+int64_t gsa_cuda_edge_ds_elems(const GsaParams& p) {
+  return p.rel_emb != nullptr ? p.B * p.graph.n_edges * p.H + drel_partial_elems(p) : 0;
+}
 
 void gsa_forward_cuda(const GsaParams& p, void* stream) {
   if (p.B * p.N * p.H == 0) return;

@@ -10,7 +10,8 @@ namespace sb {
 // Largest head dimension the CUDA kernels handle (a warp keeps D / 32 values per lane in registers).
 constexpr int64_t kGsaCudaMaxD = 256;
 
-// Workspace sizes (fp32 elements): delta [B, N, H]; edge_ds [B, E, H] when rel_emb is set, else 0.
+// Workspace sizes (fp32 elements): delta [B, N, H]; edge_ds [B, E, H] plus the d_rel_emb partial sums
+// when rel_emb is set, else 0. Both read p's shapes (B, N, H, D, R, dtype, graph.n_edges, rel_emb).
 int64_t gsa_cuda_delta_elems(const GsaParams& p);
 int64_t gsa_cuda_edge_ds_elems(const GsaParams& p);
 

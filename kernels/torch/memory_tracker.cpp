@@ -7,6 +7,15 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
+
+// LibTorch 2.3 made Allocator::allocate non-const and requires copy_data (built against 1.13 and 2.11).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define SB_ALLOCATE_CONST
+#define SB_ALLOCATOR_COPY_DATA 1
+#else
+#define SB_ALLOCATE_CONST const
+#endif
 
 namespace sb {
 
@@ -39,7 +48,7 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) SB_ALLOCATE_CONST override {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     const c10::Device device = inner.device();
@@ -61,6 +70,10 @@ class CountingAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+#ifdef SB_ALLOCATOR_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override { inner_->copy_data(dest, src, count); }
+#endif
 
  private:
   c10::Allocator* inner_;

@@ -11,6 +11,7 @@
 
 #include "harness/trainer.h"
 #include "patterns/error.h"
+#include "tests/scenarios/temp_dir.h"  // remove_tree: fs::remove_all segfaulted with the pip LibTorch
 
 namespace {
 
@@ -19,7 +20,7 @@ using json = nlohmann::json;
 
 std::string temp_dir(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / ("sb_test_trainer_" + name);
-  fs::remove_all(p);
+  sb::test::remove_tree(p);
   fs::create_directories(p);
   return p.string();
 }
@@ -100,7 +101,7 @@ TEST(Train, MissingDataPointsToFetchScript) {
   EXPECT_NE(msg.find("scripts/fetch_enwik8.sh"), std::string::npos) << msg;
   c.data = dir + "/absent.bin";
   EXPECT_NE(error_of(c).find("data file '" + dir + "/absent.bin': cannot open"), std::string::npos);
-  fs::remove_all(dir);
+  sb::test::remove_tree(dir);
 }
 
 // A run stopped after its step-5 checkpoint and resumed gives the same losses and final BPC as an
@@ -141,7 +142,7 @@ TEST(Train, ResumeReproducesUninterruptedRun) {
     EXPECT_NEAR(full["evals"][i]["bpc"].get<double>(), resumed["evals"][i]["bpc"].get<double>(), 1e-9);
   }
   EXPECT_EQ(full["data"]["sha256"].get<std::string>().size(), 64u);
-  fs::remove_all(base);
+  sb::test::remove_tree(base);
 }
 
 TEST(Train, CorruptOrMissingCheckpointIsRefused) {
@@ -176,7 +177,7 @@ TEST(Train, CorruptOrMissingCheckpointIsRefused) {
   fs::remove(ckpt);
   msg = error_of(cfg);
   EXPECT_NE(msg.find("--resume: no checkpoint '" + ckpt + "'"), std::string::npos) << msg;
-  fs::remove_all(base);
+  sb::test::remove_tree(base);
 }
 
 TEST(Train, ResumeRefusesDifferentModel) {
@@ -190,7 +191,7 @@ TEST(Train, ResumeRefusesDifferentModel) {
   cfg.model.dim = 32;
   cfg.steps = 3;
   EXPECT_NE(error_of(cfg).find("was written for a different model"), std::string::npos);
-  fs::remove_all(base);
+  sb::test::remove_tree(base);
 }
 
 TEST(Train, DivergenceStopsTheRun) {
@@ -207,7 +208,7 @@ TEST(Train, DivergenceStopsTheRun) {
   EXPECT_TRUE(r["valid_bpc"].is_null());
   EXPECT_EQ(read_metrics(base + "/run", "diverged").size(), 1u);
   EXPECT_TRUE(fs::exists(base + "/run/result.json"));
-  fs::remove_all(base);
+  sb::test::remove_tree(base);
 }
 
 // --profile splits forward and backward into operator categories: the graph attention op (forward and backward),
@@ -234,7 +235,7 @@ TEST(Train, ProfileSplitsTheStepByOperator) {
   }
   EXPECT_LE(fwd, run["forward_s"].get<double>());
   EXPECT_LE(bwd, run["backward_s"].get<double>());
-  fs::remove_all(base);
+  sb::test::remove_tree(base);
 }
 
 }  // namespace

@@ -100,7 +100,6 @@ CudaRun run_cuda(const Graph& g, const RefProblem& prob, const std::vector<doubl
   DeviceBuffer o(size), dq(size), dk(size), dv(size), d_rel(prob.rel_emb.size() * sizeof(T));
   DeviceBuffer lse(static_cast<size_t>(prob.B * prob.N * prob.H) * sizeof(A));
   DeviceBuffer delta(static_cast<size_t>(prob.B * prob.N * prob.H) * sizeof(A));
-  DeviceBuffer edge_ds(static_cast<size_t>(prob.B * g.n_edges() * prob.H) * sizeof(float));
   GsaParams p;
   p.graph = {static_cast<const int64_t*>(row_ptr.ptr), static_cast<const int32_t*>(col.ptr),
              static_cast<const int32_t*>(rel.ptr), static_cast<const int64_t*>(t_row_ptr.ptr),
@@ -125,8 +124,9 @@ CudaRun run_cuda(const Graph& g, const RefProblem& prob, const std::vector<doubl
     p.rel_emb = rel_emb.ptr;
     p.rel_stride = prob.D;
     p.d_rel_emb = d_rel.ptr;
-    p.edge_ds = static_cast<float*>(edge_ds.ptr);
   }
+  DeviceBuffer edge_ds(static_cast<size_t>(gsa_cuda_edge_ds_elems(p)) * sizeof(float));  // sized from p's shapes
+  if (p.rel_emb != nullptr) p.edge_ds = static_cast<float*>(edge_ds.ptr);
   p.lse = lse.ptr;
   p.d_o = d_o.ptr;
   p.dq = dq.ptr;

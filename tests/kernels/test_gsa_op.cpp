@@ -1,5 +1,5 @@
 // LibTorch op tests: sb::graph_attention (autograd) against the double reference on a slice of the parity
-// table, input checks by message text, the dense baseline, and the CPU memory tracker.
+// table (on CPU, and on CUDA where present), input checks by message text, the dense baseline, the CPU memory tracker.
 // Run: ctest -R test_gsa_op
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -22,25 +22,25 @@ torch::Tensor to_tensor(const std::vector<double>& x, std::vector<int64_t> shape
 
 std::vector<double> to_vector(const torch::Tensor& t) {
   if (!t.defined()) return {};
-  const torch::Tensor c = t.detach().to(torch::kFloat64).contiguous();
+  const torch::Tensor c = t.detach().to(torch::kCPU).to(torch::kFloat64).contiguous();
   return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
 }
 
-// Runs the op with autograd: loss = sum(o * d_o); returns "" or the first mismatch.
-std::string check_op_case(const GsaCase& c, torch::Dtype dtype, Tolerance tol) {
+// Runs the op with autograd on `device`: loss = sum(o * d_o); returns "" or the first mismatch.
+std::string check_op_case(const GsaCase& c, torch::Dtype dtype, Tolerance tol, torch::Device device = torch::kCPU) {
   const Graph& g = case_graph(c);
   const RefProblem p = make_problem(c, g);
   const std::vector<double> d_o = make_d_o(c, g);
   const RefResult ref = reference_attention(p, DenseMask(g), d_o);
   const std::vector<int64_t> shape = {p.B, p.N, p.H, p.D};
-  torch::Tensor q = to_tensor(p.q, shape, dtype).requires_grad_();
-  torch::Tensor k = to_tensor(p.k, shape, dtype).requires_grad_();
-  torch::Tensor v = to_tensor(p.v, shape, dtype).requires_grad_();
+  torch::Tensor q = to_tensor(p.q, shape, dtype).to(device).requires_grad_();
+  torch::Tensor k = to_tensor(p.k, shape, dtype).to(device).requires_grad_();
+  torch::Tensor v = to_tensor(p.v, shape, dtype).to(device).requires_grad_();
   torch::Tensor rel;
-  if (c.rel) rel = to_tensor(p.rel_emb, {p.R, p.D}, dtype).requires_grad_();
-  const TorchGraph tg = TorchGraph::from_graph(g);
+  if (c.rel) rel = to_tensor(p.rel_emb, {p.R, p.D}, dtype).to(device).requires_grad_();
+  const TorchGraph tg = TorchGraph::from_graph(g, device);
   const torch::Tensor o = graph_attention(q, k, v, rel, tg);
-  (o * to_tensor(d_o, shape, dtype)).sum().backward();
+  (o * to_tensor(d_o, shape, dtype).to(device)).sum().backward();
   return compare_with_reference(ref, to_vector(o), to_vector(q.grad()), to_vector(k.grad()), to_vector(v.grad()),
                                 c.rel ? to_vector(rel.grad()) : std::vector<double>{}, tol);
 }
@@ -65,6 +65,71 @@ TEST_P(GsaOpTable, AutogradMatchesDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaOpTable, ::testing::ValuesIn(pattern_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// "" when the op runs on CUDA here (a device, and a build with the CUDA kernels), else the reason to skip.
+std::string cuda_op_unavailable() {
+  if (!torch::cuda::is_available()) return "no CUDA device";
+  const Graph g = build_pattern("window", 4, false, {{"w", 2}});
+  const torch::Tensor q = torch::zeros({1, g.n_nodes(), 1, 8}, torch::Device(torch::kCUDA, 0));
+  try {
+    graph_attention(q, q, q, {}, TorchGraph::from_graph(g, q.device()));
+  } catch (const Error& e) {
+    return e.what();  // "... this build has no CUDA kernels"
+  }
+  return "";
+}
+
+// The same slice through the CUDA dispatch of the op (autograd, graph tensors on the GPU), fp32 and fp64.
+class GsaOpCudaTable : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GsaOpCudaTable, AutogradMatchesDoubleReference) {
+  static const std::string unavailable = cuda_op_unavailable();
+  if (!unavailable.empty()) GTEST_SKIP() << unavailable;
+  const torch::Device cuda(torch::kCUDA, 0);
+  int passed = 0, run = 0;
+  for (const GsaCase& c : gsa_case_table(find_pattern(GetParam()))) {
+    const bool slice = c.n <= 97 && ((c.D == 59 && c.H == 3 && c.B == 2) || (c.D == 16 && c.H == 1 && c.B == 1));
+    if (!slice) continue;
+    const std::string err = check_op_case(c, torch::kFloat32, {1e-5, 1e-4}, cuda);
+    EXPECT_EQ(err, "") << c.id() << " float32 cuda";
+    const std::string err64 = check_op_case(c, torch::kFloat64, {1e-11, 1e-9}, cuda);
+    EXPECT_EQ(err64, "") << c.id() << " float64 cuda";
+    passed += err.empty() && err64.empty();
+    ++run;
+  }
+  std::printf("[ table    ] %s op cuda: %d/%d cases passed\n", GetParam().c_str(), passed, run);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaOpCudaTable, ::testing::ValuesIn(pattern_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// Half types on CUDA through the op: outputs and gradients against the fp32 op on the same rounded inputs.
+TEST(GsaOpCuda, HalfTypesMatchFloat32) {
+  static const std::string unavailable = cuda_op_unavailable();
+  if (!unavailable.empty()) GTEST_SKIP() << unavailable;
+  const Graph g = build_pattern("bpt", 300, true, {{"k", 4}});
+  const TorchGraph tg = TorchGraph::from_graph(g, torch::Device(torch::kCUDA, 0));
+  const auto opts = torch::TensorOptions().device(torch::kCUDA, 0);
+  for (const auto& [dtype, tol] : {std::pair{torch::kFloat16, 1e-2}, std::pair{torch::kBFloat16, 5e-2}}) {
+    std::vector<torch::Tensor> x, x32;  // q, k, v, rel_emb
+    for (int64_t i = 0; i < 4; ++i) {
+      const auto shape = i < 3 ? std::vector<int64_t>{2, g.n_nodes(), 3, 32} : std::vector<int64_t>{tg.n_relations, 32};
+      x.push_back(torch::randn(shape, opts).to(dtype).requires_grad_());
+      x32.push_back(x.back().detach().to(torch::kFloat32).requires_grad_());
+    }
+    const torch::Tensor o = graph_attention(x[0], x[1], x[2], x[3], tg);
+    const torch::Tensor o32 = graph_attention(x32[0], x32[1], x32[2], x32[3], tg);
+    ASSERT_EQ(o.scalar_type(), dtype);
+    const torch::Tensor d_o = torch::randn_like(o32);
+    (o.to(torch::kFloat32) * d_o).sum().backward();
+    (o32 * d_o).sum().backward();
+    const auto rel_err = [](const torch::Tensor& a, const torch::Tensor& b) {
+      return ((a.to(torch::kFloat32) - b).abs().max() / b.abs().max().clamp_min(1e-2)).item<double>();
+    };
+    EXPECT_LT(rel_err(o, o32), tol) << dtype;
+    for (int i = 0; i < 4; ++i) EXPECT_LT(rel_err(x[i].grad(), x32[i].grad()), 2 * tol) << dtype << " grad " << i;
+  }
+}
 
 // Expects sb::Error with exactly `message` from f().
 template <typename F>

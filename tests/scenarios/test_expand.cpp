@@ -54,6 +54,20 @@ TEST(Expand, BatchIsAtLeastOne) {
   EXPECT_EQ(pts[1].batch, 1);
 }
 
+// Training points: the default batch (8), /train/batch, or tokens per step over the context.
+TEST(Expand, TrainBatchSizing) {
+  const char* axes = R"("axes": {"patterns": [{"name": "window", "w": 8}], "lengths": [64, 256])";
+  auto batches = [&](const std::string& extra_axes, const std::string& train) {
+    const auto pts = expand_scenario(make(R"({"kind": "train", )" + std::string(axes) + extra_axes + "}" + train + "}"));
+    std::vector<int64_t> out;
+    for (const Point& p : pts) out.push_back(p.batch);
+    return out;
+  };
+  EXPECT_EQ(batches("", ""), (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(batches("", R"(, "train": {"batch": 3})"), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(batches(R"(, "tokens": 1024)", ""), (std::vector<int64_t>{16, 4}));
+}
+
 TEST(Expand, DenseOpStatsMatchTheDensePattern) {
   for (bool causal : {false, true}) {
     const GraphStats a = dense_op_stats(37, causal);

@@ -167,6 +167,23 @@ TEST(Validate, ImpossibleValues) {
       << error_of_doc(d);
 }
 
+// Training sizes its batch from /train/batch or from tokens per step over the context, never both.
+TEST(Validate, TrainBatchFromOneSource) {
+  json d = base();
+  d["kind"] = "train";
+  d["axes"].erase("modes");
+  d["axes"]["causal"] = true;
+  d["axes"]["batch"] = 2;
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/batch: not used by kind \"train\"; set /train/batch or /axes/tokens");
+  d["axes"].erase("batch");
+  d["axes"]["tokens"] = 4096;
+  d["train"] = {{"batch", 2}};
+  EXPECT_EQ(error_of_doc(d),
+            "fig7.json: /axes/tokens: give either /axes/tokens (batch = tokens / context) or /train/batch, not both");
+  d["train"].erase("batch");
+  EXPECT_EQ(error_of_doc(d), "");
+}
+
 TEST(Validate, SectionForOtherKind) {
   json d = base();
   d["train"] = {{"steps", 10}};

@@ -356,8 +356,12 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
       if (record.contains("peak_bytes") && record["peak_bytes"].is_number()) {
         detail += fmt::format(", peak {:.1f} MiB", record["peak_bytes"].get<double>() / (1024.0 * 1024.0));
       }
-    } else if (status == "ok" && record.contains("test_bpc")) {
-      detail = fmt::format("test bpc {}", record["test_bpc"].dump());
+      // Training points: the quality first.
+      for (const char* split : {"test_bpc", "valid_bpc"}) {  // prepended, so valid comes first
+        if (record.contains(split) && record[split].is_number()) {
+          detail = fmt::format("{} {:.3f}, ", split, record[split].get<double>()) + detail;
+        }
+      }
     } else if (record.contains("reason")) {
       detail = record["reason"].get<std::string>();
     }

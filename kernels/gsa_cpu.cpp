@@ -361,6 +361,19 @@ void forward_impl(const GsaParams& p) {
 
 int64_t rel_chunks(const GsaParams& p) { return std::min<int64_t>(kGsaRelChunks, p.N); }
 
+// s[h] = P(u <- v) for every head h of one edge, recomputed from q_u, k_v (+ r) and the saved lse_u: both
+// backward passes need it, by destination and by source.
+template <typename T, typename A>
+void edge_probs(const GsaParams& p, const T* q_u, const T* k_v, const T* r, const A* lse_u, A* s) {
+  const A scale = static_cast<A>(p.scale);
+  for (int64_t h = 0; h < p.H; ++h) {
+    const T* qh = q_u + h * p.q_strides.head;
+    const T* kh = k_v + h * p.k_strides.head;
+    s[h] = scale * (r != nullptr ? dot_sum<T, A>(qh, kh, r, p.D) : dot<T, A>(qh, kh, p.D)) - lse_u[h];
+  }
+  exp_inplace(s, p.H);
+}
+
 // Backward pass 1, by destination rows [u0, u1): delta, dq, and this chunk's partial d_rel_emb.
 // Scratch: dq_acc [H*D], s/dp [H] each.
 template <typename T>
@@ -394,12 +407,7 @@ void backward_dq_rows(const GsaParams& p, const Views<T>& in, int64_t u0, int64_
         const T* k_v = in.k + at(p.k_strides, b, g.col[e]);
         const T* v_v = in.v + at(p.v_strides, b, g.col[e]);
         const T* r = has_rel ? in.rel_emb + g.rel[e] * p.rel_stride : nullptr;
-        for (int64_t h = 0; h < H; ++h) {
-          const T* qh = q_u + h * p.q_strides.head;
-          const T* kh = k_v + h * p.k_strides.head;
-          s[h] = scale * (has_rel ? dot_sum<T, A>(qh, kh, r, D) : dot<T, A>(qh, kh, D)) - lse_u[h];
-        }
-        exp_inplace(s, H);
+        edge_probs<T, A>(p, q_u, k_v, r, lse_u, s);
         for (int64_t h = 0; h < H; ++h) {
           const A dp = dot<T, A>(do_u + h * p.d_o_strides.head, v_v + h * p.v_strides.head, D);
           const A ds = gsa_dscore(s[h], dp, delta_u[h]);
@@ -452,12 +460,7 @@ void backward_dkv_rows(const GsaParams& p, const Views<T>& in, int64_t b, int64_
       const A* lse_u = lse + (b * p.N + u) * H;
       const A* delta_u = delta + (b * p.N + u) * H;
       const T* r = has_rel ? in.rel_emb + g.rel[e] * p.rel_stride : nullptr;
-      for (int64_t h = 0; h < H; ++h) {
-        const T* qh = q_u + h * p.q_strides.head;
-        const T* kh = k_v + h * p.k_strides.head;
-        s[h] = scale * (has_rel ? dot_sum<T, A>(qh, kh, r, D) : dot<T, A>(qh, kh, D)) - lse_u[h];
-      }
-      exp_inplace(s, H);
+      edge_probs<T, A>(p, q_u, k_v, r, lse_u, s);
       for (int64_t h = 0; h < H; ++h) {
         const T* do_h = do_u + h * p.d_o_strides.head;
         const A dp = dot<T, A>(do_h, v_v + h * p.v_strides.head, D);

@@ -42,11 +42,11 @@ nlohmann::json export_json(const std::string& name, const Params& params, const 
 void print_stats(const std::string& name, const Params& params, const GraphStats& s, bool causal) {
   std::vector<std::string> ps;
   for (const auto& [k, v] : params) ps.push_back(fmt::format("{}={}", k, v));
-  fmt::print("{:<13} {:<22} {:>6} n={:<8} nodes={:<8} edges={:<11} in-degree min/mean/max={}/{:.1f}/{} "
-             "bytes={} ({:.1f} B/edge) max_hops={}\n",
+  fmt::print("{:<13} {:<22} {:>6} n={:<8} nodes={:<8} edges={:<11} token in-degree min/mean/max={}/{:.1f}/{} "
+             "node in-degree max={} bytes={} ({:.1f} B/edge) max_hops={}\n",
              name, ps.empty() ? "-" : fmt::format("{}", fmt::join(ps, ",")), causal ? "causal" : "bidir",
              s.n_tokens, s.n_nodes, s.n_edges, s.token_in_degree_min, s.token_in_degree_mean,
-             s.token_in_degree_max, s.bytes, static_cast<double>(s.bytes) / std::max<int64_t>(1, s.n_edges),
+             s.token_in_degree_max, s.node_in_degree_max, s.bytes, static_cast<double>(s.bytes) / std::max<int64_t>(1, s.n_edges),
              s.max_hops < 0 ? std::string("n/a") : std::to_string(s.max_hops));
 }
 

@@ -238,6 +238,8 @@ GraphStats Graph::stats(int64_t max_hops_n) const {
     total += d;
   }
   s.token_in_degree_mean = static_cast<double>(total) / static_cast<double>(n_tokens);
+  s.node_in_degree_max = s.token_in_degree_max;
+  for (int64_t i = n_tokens; i < n_nodes(); ++i) s.node_in_degree_max = std::max(s.node_in_degree_max, row_ptr[i + 1] - row_ptr[i]);
   if (n_tokens > max_hops_n) return s;
   // BFS along information flow (source -> destination) from every token; a token may only
   // reach tokens at or after it when causal, every token otherwise.

@@ -34,6 +34,7 @@ struct GraphStats {
   int64_t token_in_degree_min = 0;
   double token_in_degree_mean = 0.0;
   int64_t token_in_degree_max = 0;
+  int64_t node_in_degree_max = 0;  // over every node, extra nodes included (e.g. a span node over its whole span)
   int64_t bytes = 0;
   int64_t max_hops = -1;  // token-to-token; -1 when not computed (too large) or some pair unreachable
 };

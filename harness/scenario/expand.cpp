@@ -100,6 +100,7 @@ GraphStats dense_op_stats(int64_t n, bool causal) {
   s.n_edges = causal ? n * (n + 1) / 2 : n * n;
   s.token_in_degree_min = causal ? 1 : n;
   s.token_in_degree_max = n;
+  s.node_in_degree_max = n;
   s.token_in_degree_mean = causal ? (n + 1) / 2.0 : static_cast<double>(n);
   s.bytes = 0;  // the dense op holds no graph
   s.max_hops = 1;
@@ -331,6 +332,7 @@ json point_to_json(const Scenario& s, const Point& p) {
                 {"in_degree_min", p.stats.token_in_degree_min},
                 {"in_degree_mean", p.stats.token_in_degree_mean},
                 {"in_degree_max", p.stats.token_in_degree_max},
+                {"node_in_degree_max", p.stats.node_in_degree_max},
                 {"bytes", p.stats.bytes},
                 {"max_hops", p.stats.max_hops},
                 {"fingerprint", p.fingerprint}};

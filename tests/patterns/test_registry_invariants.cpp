@@ -102,6 +102,32 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// The degree statistics: token in-degrees over token rows only, node_in_degree_max over every row, so a span
+// node over a whole sequence (what decides the slowest kernel row) is not hidden by the token figures.
+TEST(Stats, DegreesCoverTokensAndEveryNode) {
+  for (const std::string& name : pattern_names()) {
+    const AttentionPattern& pattern = find_pattern(name);
+    for (bool causal : {false, true}) {
+      if (causal && !pattern.supports_causal()) continue;
+      const Graph g = build_pattern(name, 97, causal);
+      const GraphStats s = g.stats(0);
+      int64_t token_max = 0, node_max = 0, token_sum = 0;
+      for (int64_t i = 0; i < g.n_nodes(); ++i) {
+        const int64_t d = g.row_ptr[i + 1] - g.row_ptr[i];
+        node_max = std::max(node_max, d);
+        if (i < g.n_tokens) token_max = std::max(token_max, d), token_sum += d;
+      }
+      EXPECT_EQ(s.token_in_degree_max, token_max) << name;
+      EXPECT_DOUBLE_EQ(s.token_in_degree_mean, static_cast<double>(token_sum) / 97.0) << name;
+      EXPECT_EQ(s.node_in_degree_max, node_max) << name;
+    }
+  }
+  // Causal bpt: the top span node attends to every token of its span, far above any token's in-degree.
+  const GraphStats bpt = build_pattern("bpt", 1024, true, {{"k", 4}}).stats(0);
+  EXPECT_LE(bpt.token_in_degree_max, 64);
+  EXPECT_GE(bpt.node_in_degree_max, 512);
+}
+
 TEST(BadInput, UnknownPatternListsEveryValidName) {
   const std::string msg = error_of([] { build_pattern("bptx", 8, false); });
   EXPECT_NE(msg.find("unknown pattern 'bptx'"), std::string::npos) << msg;

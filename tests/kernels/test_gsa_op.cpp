@@ -45,23 +45,26 @@ std::string check_op_case(const GsaCase& c, torch::Dtype dtype, Tolerance tol, t
                                 c.rel ? to_vector(rel.grad()) : std::vector<double>{}, tol);
 }
 
-class GsaOpTable : public ::testing::TestWithParam<std::string> {};
-
-// A slice of the table (n <= 97, two shapes) through autograd, in fp32 and fp64.
-TEST_P(GsaOpTable, AutogradMatchesDoubleReference) {
+// A slice of the table (n <= 97, two shapes) through autograd on `device`, in fp32 and fp64.
+void check_op_slice(const std::string& pattern, torch::Device device) {
+  const std::string where = device.is_cpu() ? "" : " " + device.str();
   int passed = 0, run = 0;
-  for (const GsaCase& c : gsa_case_table(find_pattern(GetParam()))) {
+  for (const GsaCase& c : gsa_case_table(find_pattern(pattern))) {
     const bool slice = c.n <= 97 && ((c.D == 59 && c.H == 3 && c.B == 2) || (c.D == 16 && c.H == 1 && c.B == 1));
     if (!slice) continue;
-    std::string err = check_op_case(c, torch::kFloat32, {1e-5, 1e-4});
-    EXPECT_EQ(err, "") << c.id() << " float32";
-    const std::string err64 = check_op_case(c, torch::kFloat64, {1e-11, 1e-9});
-    EXPECT_EQ(err64, "") << c.id() << " float64";
+    const std::string err = check_op_case(c, torch::kFloat32, {1e-5, 1e-4}, device);
+    EXPECT_EQ(err, "") << c.id() << " float32" << where;
+    const std::string err64 = check_op_case(c, torch::kFloat64, {1e-11, 1e-9}, device);
+    EXPECT_EQ(err64, "") << c.id() << " float64" << where;
     passed += err.empty() && err64.empty();
     ++run;
   }
-  std::printf("[ table    ] %s op: %d/%d cases passed\n", GetParam().c_str(), passed, run);
+  std::printf("[ table    ] %s op%s: %d/%d cases passed\n", pattern.c_str(), where.c_str(), passed, run);
 }
+
+class GsaOpTable : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GsaOpTable, AutogradMatchesDoubleReference) { check_op_slice(GetParam(), torch::kCPU); }
 
 INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaOpTable, ::testing::ValuesIn(pattern_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
@@ -85,19 +88,7 @@ class GsaOpCudaTable : public ::testing::TestWithParam<std::string> {};
 TEST_P(GsaOpCudaTable, AutogradMatchesDoubleReference) {
   static const std::string unavailable = cuda_op_unavailable();
   if (!unavailable.empty()) GTEST_SKIP() << unavailable;
-  const torch::Device cuda(torch::kCUDA, 0);
-  int passed = 0, run = 0;
-  for (const GsaCase& c : gsa_case_table(find_pattern(GetParam()))) {
-    const bool slice = c.n <= 97 && ((c.D == 59 && c.H == 3 && c.B == 2) || (c.D == 16 && c.H == 1 && c.B == 1));
-    if (!slice) continue;
-    const std::string err = check_op_case(c, torch::kFloat32, {1e-5, 1e-4}, cuda);
-    EXPECT_EQ(err, "") << c.id() << " float32 cuda";
-    const std::string err64 = check_op_case(c, torch::kFloat64, {1e-11, 1e-9}, cuda);
-    EXPECT_EQ(err64, "") << c.id() << " float64 cuda";
-    passed += err.empty() && err64.empty();
-    ++run;
-  }
-  std::printf("[ table    ] %s op cuda: %d/%d cases passed\n", GetParam().c_str(), passed, run);
+  check_op_slice(GetParam(), torch::Device(torch::kCUDA, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaOpCudaTable, ::testing::ValuesIn(pattern_names()),

@@ -1,8 +1,11 @@
-// CPU graph self-attention kernels (OpenMP over rows, vectorised over D): forward with an online softmax
-// and a deterministic backward through the transposed graph. Plain C++, no LibTorch.
+// CPU graph self-attention kernels (OpenMP over rows, vectorised over D with the best SIMD target this CPU runs,
+// chosen at run time): forward with an online softmax and a deterministic backward through the transposed graph.
+// Plain C++, no LibTorch.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "kernels/gsa_params.h"
 
@@ -11,6 +14,21 @@ namespace sb {
 // Rows are cut into this many fixed chunks for the d(rel_emb) partial sums, so the reduction order
 // (and so the result, bit for bit) does not depend on the thread count.
 constexpr int64_t kGsaRelChunks = 16;
+
+// SIMD targets (Highway's names: "AVX3", "AVX2", "SSE4", "NEON", "SVE", "EMU128", ...) this binary holds and
+// this CPU can run, best first.
+std::vector<std::string> gsa_cpu_targets();
+// The target the kernels run: the one pinned by gsa_cpu_pin_target, else the environment variable SB_CPU_TARGET
+// (read at first use; a name not in gsa_cpu_targets() throws sb::Error), else the best one.
+std::string gsa_cpu_target();
+// Pins the target (case-insensitive name); throws sb::Error naming it and the supported ones when this CPU or
+// build cannot run it. Not to be called while kernels run on other threads.
+void gsa_cpu_pin_target(const std::string& name);
+
+// x[i] = exp(x[i]), i < n, with the kernels' vector exp on the active target (for tests): NaN stays NaN, +inf and
+// arguments past the largest finite result give +inf, arguments below the smallest normal result give 0.
+void gsa_cpu_exp(float* x, int64_t n);
+void gsa_cpu_exp(double* x, int64_t n);
 
 // Workspace sizes in elements of the accumulation type (float for fp32, double for fp64).
 int64_t gsa_cpu_delta_elems(const GsaParams& p);        // [B, N, H]

@@ -1,0 +1,54 @@
+// Internal interface between the CPU kernels' driver (gsa_cpu.cpp: threads, heavy-row pieces, merges, target
+// choice) and the per-SIMD-target cores (gsa_cpu_simd.cpp, compiled once per Highway target). Not a public API.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gsa_params.h"
+
+namespace sb {
+
+// One SIMD target's cores for one element type T (float or double; the accumulation type is T too). void*
+// arguments point to T. `skip` (nullable, [N]) marks rows or sources handled as pieces instead. Scratch: at least
+// gsa_cpu_scratch_elems(p) elements of T per calling thread.
+struct GsaCpuCores {
+  // Forward over destination rows [u0, u1) of batch b: o, lse.
+  void (*forward_rows)(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const uint8_t* skip, void* scratch);
+  // Forward partial state of edges [e0, e1) of row u, batch b: m [H], l [H] and unnormalised acc [H, D].
+  void (*forward_piece)(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* m, void* l, void* acc,
+                        void* scratch);
+  // delta [B, N, H] = sum_d dO * O for rows [u0, u1) of every batch.
+  void (*delta_rows)(const GsaParams& p, int64_t u0, int64_t u1);
+  // Backward by destination rows [u0, u1) (every batch): dq, and d_rel_emb contributions added into
+  // rel_part [R, D] (nullptr without rel_emb).
+  void (*dq_rows)(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, void* rel_part, void* scratch);
+  // Partial dq of edges [e0, e1) of row u, batch b: dq_acc [H, D] (unscaled), rel_part as dq_rows.
+  void (*dq_piece)(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* dq_acc, void* rel_part,
+                   void* scratch);
+  // Backward by sources [v0, v1) of batch b through the transposed graph: dk, dv.
+  void (*dkv_rows)(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, void* scratch);
+  // Partial dk (unscaled), dv of transposed edges [t0, t1) of source v, batch b: dk_acc, dv_acc [H, D].
+  void (*dkv_piece)(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1, void* dk_acc, void* dv_acc,
+                    void* scratch);
+  // x[i] = exp(x[i]) with the kernels' vector exp, for i < n.
+  void (*exp_inplace)(void* x, int64_t n);
+};
+
+struct GsaCpuTargetCores {
+  const char* name;  // Highway's target name, e.g. "AVX2"
+  GsaCpuCores f32;
+  GsaCpuCores f64;
+};
+
+// Per-thread scratch size in elements, for any target (covers the widest vectors Highway has).
+inline int64_t gsa_cpu_scratch_elems(const GsaParams& p) { return 2 * p.H * p.D + 8 * p.H + 8 * 256; }
+
+// Every target compiled into this binary that this CPU can run, best first; and one target's cores by name
+// (nullptr when unknown or not runnable here). Defined in gsa_cpu_simd.cpp.
+struct GsaCpuTargetList {
+  int count = 0;
+  const GsaCpuTargetCores* cores[32] = {};
+};
+GsaCpuTargetList gsa_cpu_runnable_targets();
+
+}  // namespace sb

@@ -1,0 +1,596 @@
+// CPU graph-attention cores written once over Google Highway and compiled for every SIMD target (SSE4, AVX2,
+// AVX-512 on x86-64; NEON/SVE on ARM; EMU128 everywhere); gsa_cpu.cpp picks one at run time. fp32 and fp64 share
+// the code. Per (row, head), N edges at a time (N = lanes of the target): their N scores are N dot products over
+// D reduced together by a fixed transpose-add tree (no per-edge horizontal sum), one vector exp gives their
+// probabilities, and the head's accumulator is updated in register blocks of 4 vectors. Every output element is
+// produced by one fixed sequence of operations, so results are bitwise identical across runs and thread counts
+// (they differ between targets, whose lane counts differ).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/gsa_cpu_simd.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/gsa_cpu_kernels.h"
+#include "kernels/gsa_math.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace sb {
+namespace HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Pointer arrays are sized for the widest vectors of any target.
+constexpr int kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+
+inline int64_t at(const GsaStrides& s, int64_t b, int64_t n) { return b * s.batch + n * s.node; }
+
+// exp(x) per lane: 2^i * exp(r), i = round(x / ln 2), |r| <= ln(2) / 2, exp(r) by its Taylor series (degree 7 for
+// fp32, 13 for fp64: relative error below 1e-7 and 1e-15 before rounding). Every lane goes through defined
+// arithmetic: NaN gives NaN, x above the largest argument with a finite result gives +inf, x below the smallest
+// with a normal result gives 0. 2^i is built from the bits of i + bias + 2^mantissa_bits held exactly in a float
+// (no float-to-int conversion, no signed shift).
+template <class D>
+HWY_INLINE hn::Vec<D> vexp(D d, hn::Vec<D> x) {
+  using T = hn::TFromD<D>;
+  constexpr bool f32 = sizeof(T) == 4;
+  const hn::RebindToUnsigned<D> du;
+  const T lo = f32 ? T(-87.0) : T(-708.0);
+  const T hi = f32 ? T(88.3762626647949) : T(709.436);  // (bias + 0.5) * ln 2 keeps i + bias below the max exponent
+  const auto finite_x = hn::IfThenElseZero(hn::Not(hn::IsNaN(x)), x);
+  const auto xc = hn::Min(hn::Max(finite_x, hn::Set(d, lo)), hn::Set(d, hi));
+  const auto fi = hn::Round(hn::Mul(xc, hn::Set(d, T(1.44269504088896340736))));
+  auto r = hn::MulAdd(fi, hn::Set(d, f32 ? T(-0.693359375) : T(-0.693147180369123816490)), xc);
+  r = hn::MulAdd(fi, hn::Set(d, f32 ? T(2.12194440e-4) : T(-1.90821492927058770002e-10)), r);
+  auto poly = hn::Set(d, T(1.0 / 5040.0));
+  if constexpr (!f32) {
+    poly = hn::Set(d, T(1.0 / 6227020800.0));
+    poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 479001600.0)));
+    poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 39916800.0)));
+    poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 3628800.0)));
+    poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 362880.0)));
+    poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 40320.0)));
+    poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 5040.0)));
+  }
+  poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 720.0)));
+  poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 120.0)));
+  poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 24.0)));
+  poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0 / 6.0)));
+  poly = hn::MulAdd(poly, r, hn::Set(d, T(0.5)));
+  poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0)));
+  poly = hn::MulAdd(poly, r, hn::Set(d, T(1.0)));
+  // i + bias + 2^m is an exactly representable integer; its low m bits are i + bias, shifted into the exponent.
+  constexpr int kMant = f32 ? 23 : 52;
+  const T magic = f32 ? T(127.0 + 8388608.0) : T(1023.0 + 4503599627370496.0);
+  const auto biased = hn::BitCast(du, hn::Add(fi, hn::Set(d, magic)));
+  const auto two_i = hn::BitCast(d, hn::ShiftLeft<kMant>(biased));
+  auto y = hn::IfThenElseZero(hn::Ge(x, hn::Set(d, lo)), hn::Mul(poly, two_i));
+  y = hn::IfThenElse(hn::Gt(x, hn::Set(d, hi)), hn::Set(d, std::numeric_limits<T>::infinity()), y);
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
+}
+
+// Lane j of the result = the sum of the lanes of part[j], j < N, by a fixed tree: pairs of lanes inside each
+// 128-bit block first (interleaves), then across blocks.
+template <class D>
+HWY_INLINE hn::Vec<D> reduce_parts(D d, const hn::Vec<D>* part) {
+  using T = hn::TFromD<D>;
+  using V = hn::Vec<D>;
+#if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
+  HWY_ALIGN T buf[kMaxLanes * 2];
+  const size_t n = hn::Lanes(d);
+  for (size_t j = 0; j < n; ++j) buf[j] = hn::GetLane(hn::SumOfLanes(d, part[j]));
+  return hn::Load(d, buf);
+#else
+  constexpr size_t N = hn::MaxLanes(D());
+  constexpr size_t L = 16 / sizeof(T);  // lanes per 128-bit block
+  if constexpr (N < L) {
+    HWY_ALIGN T buf[kMaxLanes * 2];
+    for (size_t j = 0; j < N; ++j) buf[j] = hn::GetLane(hn::SumOfLanes(d, part[j]));
+    return hn::Load(d, buf);
+  } else {
+    constexpr size_t G = N / L;  // vectors left after the in-block stage: group g holds edges g*L .. g*L+L-1
+    V g[G > 0 ? G : 1];
+    for (size_t i = 0; i < G; ++i) {
+      const V* p = part + i * L;
+      if constexpr (L == 4) {
+        const V ab = hn::Add(hn::InterleaveLower(d, p[0], p[1]), hn::InterleaveUpper(d, p[0], p[1]));
+        const V ce = hn::Add(hn::InterleaveLower(d, p[2], p[3]), hn::InterleaveUpper(d, p[2], p[3]));
+        const hn::Repartition<uint64_t, D> d64;
+        const auto ab64 = hn::BitCast(d64, ab), ce64 = hn::BitCast(d64, ce);
+        g[i] = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab64, ce64)),
+                       hn::BitCast(d, hn::InterleaveUpper(d64, ab64, ce64)));
+      } else {
+        g[i] = hn::Add(hn::InterleaveLower(d, p[0], p[1]), hn::InterleaveUpper(d, p[0], p[1]));
+      }
+    }
+    if constexpr (G == 1) {
+      return g[0];
+    } else if constexpr (G == 2) {
+      return hn::Add(hn::ConcatLowerLower(d, g[1], g[0]), hn::ConcatUpperUpper(d, g[1], g[0]));
+    } else if constexpr (G == 4) {
+      // Halves first (blocks [g0p g0q g2p g2q] and [g1p g1q g3p g3q]), then adjacent blocks.
+      const V z02 = hn::Add(hn::ConcatLowerLower(d, g[2], g[0]), hn::ConcatUpperUpper(d, g[2], g[0]));
+      const V z13 = hn::Add(hn::ConcatLowerLower(d, g[3], g[1]), hn::ConcatUpperUpper(d, g[3], g[1]));
+      const V even = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(z13), z02);
+      const V odd = hn::OddEvenBlocks(z13, hn::SwapAdjacentBlocks(z02));
+      return hn::Add(even, odd);
+    } else {
+      HWY_ALIGN T buf[kMaxLanes * 2];
+      for (size_t j = 0; j < N; ++j) buf[j] = hn::GetLane(hn::SumOfLanes(d, part[j]));
+      return hn::Load(d, buf);
+    }
+  }
+#endif
+}
+
+// Which operand of group_dot is the same for every edge (kept in registers per block of D).
+enum Fixed { kFixedA, kFixedB };
+
+// Dot products of N edges: result lane j = sum_d a_j[d] * (b_j[d] + c_j[d]) (c only when REL), where a_j =
+// a[j] + a_off, b_j = b[j] + b_off, c_j = c[j]; one of a, b is the same for every j (FIX). Lanes j >= nc are
+// computed on valid pointers and left to the caller to mask.
+template <Fixed FIX, bool REL, class D, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<D> group_dot(D d, const T* const* a, int64_t a_off, const T* const* b, int64_t b_off,
+                                const T* const* c, int64_t len) {
+  using V = hn::Vec<D>;
+  constexpr size_t kN = hn::MaxLanes(D());
+  const size_t N = hn::Lanes(d);
+  V part[kN];
+  for (size_t j = 0; j < N; ++j) part[j] = hn::Zero(d);
+  int64_t i = 0;
+  const int64_t n = static_cast<int64_t>(N);
+  for (; i + 4 * n <= len; i += 4 * n) {
+    V f[4];
+    const T* fp = (FIX == kFixedA ? a[0] + a_off : b[0] + b_off) + i;
+    for (int k = 0; k < 4; ++k) f[k] = hn::LoadU(d, fp + k * n);
+    for (size_t j = 0; j < N; ++j) {
+      const T* vp = (FIX == kFixedA ? b[j] + b_off : a[j] + a_off) + i;
+      for (int k = 0; k < 4; ++k) {
+        const V x = hn::LoadU(d, vp + k * n);
+        if constexpr (REL) {
+          const V cv = hn::LoadU(d, c[j] + i + k * n);
+          if constexpr (FIX == kFixedA) part[j] = hn::MulAdd(f[k], hn::Add(x, cv), part[j]);  // a . (b_j + c_j)
+          else part[j] = hn::MulAdd(x, hn::Add(f[k], cv), part[j]);                          // a_j . (b + c_j)
+        } else {
+          part[j] = hn::MulAdd(f[k], x, part[j]);
+        }
+      }
+    }
+  }
+  for (; i + n <= len; i += n) {
+    const V f = hn::LoadU(d, (FIX == kFixedA ? a[0] + a_off : b[0] + b_off) + i);
+    for (size_t j = 0; j < N; ++j) {
+      const V x = hn::LoadU(d, (FIX == kFixedA ? b[j] + b_off : a[j] + a_off) + i);
+      if constexpr (REL) {
+        const V cv = hn::LoadU(d, c[j] + i);
+        if constexpr (FIX == kFixedA) part[j] = hn::MulAdd(f, hn::Add(x, cv), part[j]);
+        else part[j] = hn::MulAdd(x, hn::Add(f, cv), part[j]);
+      } else {
+        part[j] = hn::MulAdd(f, x, part[j]);
+      }
+    }
+  }
+  V s = reduce_parts(d, part);
+  if (i < len) {  // D not a multiple of N: the last elements one by one
+    HWY_ALIGN T tail[kMaxLanes * 2];
+    for (size_t j = 0; j < N; ++j) {
+      const T* aj = a[FIX == kFixedA ? 0 : j] + a_off;
+      const T* bj = b[FIX == kFixedB ? 0 : j] + b_off;
+      T t = 0;
+      for (int64_t e = i; e < len; ++e) t += aj[e] * (REL ? bj[e] + c[j][e] : bj[e]);
+      tail[j] = t;
+    }
+    s = hn::Add(s, hn::Load(d, tail));
+  }
+  return s;
+}
+
+// acc[d] = alpha * acc[d] + sum_{j < nc} w[j] * (x_j[d] + y_j[d]) (y only when REL), x_j = x[j] + x_off; the
+// accumulator is held in registers in blocks of 4 vectors while the nc edges stream through.
+template <bool REL, class D, typename T = hn::TFromD<D>>
+HWY_INLINE void group_axpy(D d, T* acc, T alpha, const T* w, int nc, const T* const* x, int64_t x_off,
+                           const T* const* y, int64_t len) {
+  using V = hn::Vec<D>;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const V va = hn::Set(d, alpha);
+  const bool rescale = alpha != T(1);
+  int64_t i = 0;
+  for (; i + 4 * n <= len; i += 4 * n) {
+    V r[4];
+    for (int k = 0; k < 4; ++k) {
+      r[k] = hn::LoadU(d, acc + i + k * n);
+      if (rescale) r[k] = hn::Mul(r[k], va);
+    }
+    for (int j = 0; j < nc; ++j) {
+      const V wj = hn::Set(d, w[j]);
+      const T* xp = x[j] + x_off + i;
+      for (int k = 0; k < 4; ++k) {
+        V xv = hn::LoadU(d, xp + k * n);
+        if constexpr (REL) xv = hn::Add(xv, hn::LoadU(d, y[j] + i + k * n));
+        r[k] = hn::MulAdd(wj, xv, r[k]);
+      }
+    }
+    for (int k = 0; k < 4; ++k) hn::StoreU(r[k], d, acc + i + k * n);
+  }
+  for (; i + n <= len; i += n) {
+    V r = hn::LoadU(d, acc + i);
+    if (rescale) r = hn::Mul(r, va);
+    for (int j = 0; j < nc; ++j) {
+      V xv = hn::LoadU(d, x[j] + x_off + i);
+      if constexpr (REL) xv = hn::Add(xv, hn::LoadU(d, y[j] + i));
+      r = hn::MulAdd(hn::Set(d, w[j]), xv, r);
+    }
+    hn::StoreU(r, d, acc + i);
+  }
+  for (; i < len; ++i) {
+    T r = rescale ? acc[i] * alpha : acc[i];
+    for (int j = 0; j < nc; ++j) r += w[j] * (REL ? x[j][x_off + i] + y[j][i] : x[j][x_off + i]);
+    acc[i] = r;
+  }
+}
+
+// out[d] = scale * in[d] over len elements (converting the accumulator to the output).
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE void scale_copy(D d, T* out, const T* in, T scale, int64_t len) {
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const auto vs = hn::Set(d, scale);
+  int64_t i = 0;
+  for (; i + n <= len; i += n) hn::StoreU(hn::Mul(hn::LoadU(d, in + i), vs), d, out + i);
+  for (; i < len; ++i) out[i] = in[i] * scale;
+}
+
+// a . b over len elements (one vector accumulator, then a lane sum; used once per row and head).
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE T dot(D d, const T* a, const T* b, int64_t len) {
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  auto acc = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + n <= len; i += n) acc = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc);
+  T s = hn::GetLane(hn::SumOfLanes(d, acc));
+  for (; i < len; ++i) s += a[i] * b[i];
+  return s;
+}
+
+template <typename T>
+struct In {
+  const T* q;
+  const T* k;
+  const T* v;
+  const T* rel;
+  explicit In(const GsaParams& p)
+      : q(static_cast<const T*>(p.q)),
+        k(static_cast<const T*>(p.k)),
+        v(static_cast<const T*>(p.v)),
+        rel(static_cast<const T*>(p.rel_emb)) {}
+};
+
+// Forward: adds edges [e0, e1) of row u (batch b) to the online-softmax state m [H], l [H], acc [H, D].
+template <bool REL, typename T>
+void forward_accumulate(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, T* m, T* l, T* acc) {
+  const hn::ScalableTag<T> d;
+  const int nl = static_cast<int>(hn::Lanes(d));
+  const In<T> in(p);
+  const GsaGraphView& g = p.graph;
+  const int64_t H = p.H, D = p.D;
+  const auto scale = hn::Set(d, static_cast<T>(p.scale));
+  const T* q_u[1] = {in.q + at(p.q_strides, b, u)};
+  const T* kp[kMaxLanes * 2];
+  const T* vp[kMaxLanes * 2];
+  const T* rp[kMaxLanes * 2];
+  HWY_ALIGN T probs[kMaxLanes * 2];
+  for (int64_t c = e0; c < e1; c += nl) {
+    const int nc = static_cast<int>(std::min<int64_t>(nl, e1 - c));
+    for (int j = 0; j < nl; ++j) {
+      const int64_t e = c + (j < nc ? j : 0);  // padding lanes reuse the first edge and are masked
+      kp[j] = in.k + at(p.k_strides, b, g.col[e]);
+      vp[j] = in.v + at(p.v_strides, b, g.col[e]);
+      rp[j] = REL ? in.rel + g.rel[e] * p.rel_stride : nullptr;
+    }
+    const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
+    for (int64_t h = 0; h < H; ++h) {
+      const auto dots = group_dot<kFixedA, REL>(d, q_u, h * p.q_strides.head, kp, h * p.k_strides.head, rp, D);
+      const auto s = hn::IfThenElse(valid, hn::Mul(dots, scale), hn::Set(d, gsa_neg_inf<T>()));
+      const T mx = std::max(m[h], hn::GetLane(hn::MaxOfLanes(d, s)));
+      const T alpha = gsa_rescale(m[h], mx);
+      const auto pr = vexp(d, hn::Sub(s, hn::Set(d, mx)));
+      l[h] = l[h] * alpha + hn::GetLane(hn::SumOfLanes(d, pr));
+      m[h] = mx;
+      hn::Store(pr, d, probs);
+      group_axpy<false>(d, acc + h * D, alpha, probs, nc, vp, h * p.v_strides.head, rp, D);
+    }
+  }
+}
+
+template <typename T>
+void init_state(const GsaParams& p, T* m, T* l, T* acc) {
+  for (int64_t h = 0; h < p.H; ++h) {
+    const GsaSoftmaxState<T> st = gsa_softmax_init<T>();
+    m[h] = st.m;
+    l[h] = st.l;
+  }
+  std::fill(acc, acc + p.H * p.D, T(0));
+}
+
+template <bool REL, typename T>
+void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const uint8_t* skip, T* scratch) {
+  const hn::ScalableTag<T> d;
+  const int64_t H = p.H, D = p.D;
+  T* acc = scratch;
+  T* m = acc + H * D;
+  T* l = m + H;
+  T* o = static_cast<T*>(p.o);
+  T* lse = static_cast<T*>(p.lse);
+  for (int64_t u = u0; u < u1; ++u) {
+    if (skip != nullptr && skip[u]) continue;
+    init_state(p, m, l, acc);
+    forward_accumulate<REL>(p, b, u, p.graph.row_ptr[u], p.graph.row_ptr[u + 1], m, l, acc);
+    T* o_u = o + at(p.o_strides, b, u);
+    T* lse_u = lse + (b * p.N + u) * H;
+    for (int64_t h = 0; h < H; ++h) {
+      const GsaSoftmaxState<T> st{m[h], l[h]};
+      scale_copy(d, o_u + h * p.o_strides.head, acc + h * D, gsa_inv_norm(st), D);
+      lse_u[h] = gsa_lse(st);
+    }
+  }
+}
+
+template <typename T>
+void forward_rows(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const uint8_t* skip, void* scratch) {
+  if (p.rel_emb != nullptr) forward_rows_t<true>(p, b, u0, u1, skip, static_cast<T*>(scratch));
+  else forward_rows_t<false>(p, b, u0, u1, skip, static_cast<T*>(scratch));
+}
+
+template <typename T>
+void forward_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* m, void* l, void* acc,
+                   void*) {
+  T* mt = static_cast<T*>(m);
+  T* lt = static_cast<T*>(l);
+  T* at_ = static_cast<T*>(acc);
+  init_state(p, mt, lt, at_);
+  if (p.rel_emb != nullptr) forward_accumulate<true>(p, b, u, e0, e1, mt, lt, at_);
+  else forward_accumulate<false>(p, b, u, e0, e1, mt, lt, at_);
+}
+
+template <typename T>
+void delta_rows(const GsaParams& p, int64_t u0, int64_t u1) {
+  const hn::ScalableTag<T> d;
+  const T* o = static_cast<const T*>(p.o);
+  const T* d_o = static_cast<const T*>(p.d_o);
+  T* delta = static_cast<T*>(p.delta);
+  for (int64_t u = u0; u < u1; ++u) {
+    for (int64_t b = 0; b < p.B; ++b) {
+      const T* do_u = d_o + at(p.d_o_strides, b, u);
+      const T* o_u = o + at(p.o_strides, b, u);
+      T* delta_u = delta + (b * p.N + u) * p.H;
+      for (int64_t h = 0; h < p.H; ++h) {
+        delta_u[h] = dot(d, do_u + h * p.d_o_strides.head, o_u + h * p.o_strides.head, p.D);
+      }
+    }
+  }
+}
+
+// Backward by destination: adds edges [e0, e1) of row u (batch b) to dq_acc [H, D] (unscaled) and their
+// d_rel_emb contributions to rel_part [R, D].
+template <bool REL, typename T>
+void dq_accumulate(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, T* dq_acc, T* rel_part) {
+  const hn::ScalableTag<T> d;
+  const int nl = static_cast<int>(hn::Lanes(d));
+  const In<T> in(p);
+  const GsaGraphView& g = p.graph;
+  const int64_t H = p.H, D = p.D;
+  const T scale_t = static_cast<T>(p.scale);
+  const auto scale = hn::Set(d, scale_t);
+  const T* q_u[1] = {in.q + at(p.q_strides, b, u)};
+  const T* do_u[1] = {static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u)};
+  const T* lse_u = static_cast<const T*>(p.lse) + (b * p.N + u) * H;
+  const T* delta_u = static_cast<const T*>(p.delta) + (b * p.N + u) * H;
+  const T* kp[kMaxLanes * 2];
+  const T* vp[kMaxLanes * 2];
+  const T* rp[kMaxLanes * 2];
+  HWY_ALIGN T ds[kMaxLanes * 2];
+  for (int64_t c = e0; c < e1; c += nl) {
+    const int nc = static_cast<int>(std::min<int64_t>(nl, e1 - c));
+    for (int j = 0; j < nl; ++j) {
+      const int64_t e = c + (j < nc ? j : 0);
+      kp[j] = in.k + at(p.k_strides, b, g.col[e]);
+      vp[j] = in.v + at(p.v_strides, b, g.col[e]);
+      rp[j] = REL ? in.rel + g.rel[e] * p.rel_stride : nullptr;
+    }
+    const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
+    for (int64_t h = 0; h < H; ++h) {
+      const auto sd = group_dot<kFixedA, REL>(d, q_u, h * p.q_strides.head, kp, h * p.k_strides.head, rp, D);
+      const auto s = hn::IfThenElse(valid, hn::Mul(sd, scale), hn::Set(d, gsa_neg_inf<T>()));
+      const auto pr = vexp(d, hn::Sub(s, hn::Set(d, lse_u[h])));
+      const auto dp = group_dot<kFixedA, false>(d, do_u, h * p.d_o_strides.head, vp, h * p.v_strides.head, rp, D);
+      hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Set(d, delta_u[h]))), d, ds);  // dS = P (dP - delta)
+      group_axpy<REL>(d, dq_acc + h * D, T(1), ds, nc, kp, h * p.k_strides.head, rp, D);
+      if constexpr (REL) {
+        const T* q_h[1] = {q_u[0] + h * p.q_strides.head};
+        for (int j = 0; j < nc; ++j) {
+          const T w = ds[j] * scale_t;
+          group_axpy<false>(d, rel_part + g.rel[c + j] * D, T(1), &w, 1, q_h, 0, q_h, D);
+        }
+      }
+    }
+  }
+}
+
+template <bool REL, typename T>
+void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, T* rel_part, T* scratch) {
+  const hn::ScalableTag<T> d;
+  const int64_t H = p.H, D = p.D;
+  T* dq_acc = scratch;
+  T* dq = static_cast<T*>(p.dq);
+  for (int64_t u = u0; u < u1; ++u) {
+    if (skip != nullptr && skip[u]) continue;
+    for (int64_t b = 0; b < p.B; ++b) {
+      std::fill(dq_acc, dq_acc + H * D, T(0));
+      dq_accumulate<REL>(p, b, u, p.graph.row_ptr[u], p.graph.row_ptr[u + 1], dq_acc, rel_part);
+      T* dq_u = dq + at(p.dq_strides, b, u);
+      for (int64_t h = 0; h < H; ++h) {
+        scale_copy(d, dq_u + h * p.dq_strides.head, dq_acc + h * D, static_cast<T>(p.scale), D);
+      }
+    }
+  }
+}
+
+template <typename T>
+void dq_rows(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, void* rel_part, void* scratch) {
+  if (p.rel_emb != nullptr) dq_rows_t<true>(p, u0, u1, skip, static_cast<T*>(rel_part), static_cast<T*>(scratch));
+  else dq_rows_t<false>(p, u0, u1, skip, static_cast<T*>(rel_part), static_cast<T*>(scratch));
+}
+
+template <typename T>
+void dq_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* dq_acc, void* rel_part, void*) {
+  T* acc = static_cast<T*>(dq_acc);
+  std::fill(acc, acc + p.H * p.D, T(0));
+  if (p.rel_emb != nullptr) dq_accumulate<true>(p, b, u, e0, e1, acc, static_cast<T*>(rel_part));
+  else dq_accumulate<false>(p, b, u, e0, e1, acc, static_cast<T*>(rel_part));
+}
+
+// Backward by source: adds transposed edges [t0, t1) of source v (batch b) to dk_acc (unscaled), dv_acc [H, D].
+template <bool REL, typename T>
+void dkv_accumulate(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1, T* dk_acc, T* dv_acc) {
+  const hn::ScalableTag<T> d;
+  const int nl = static_cast<int>(hn::Lanes(d));
+  const In<T> in(p);
+  const GsaGraphView& g = p.graph;
+  const int64_t H = p.H, D = p.D;
+  const auto scale = hn::Set(d, static_cast<T>(p.scale));
+  const T* lse = static_cast<const T*>(p.lse);
+  const T* delta = static_cast<const T*>(p.delta);
+  const T* k_v[1] = {in.k + at(p.k_strides, b, v)};
+  const T* v_v[1] = {in.v + at(p.v_strides, b, v)};
+  const T* qp[kMaxLanes * 2];
+  const T* dop[kMaxLanes * 2];
+  const T* rp[kMaxLanes * 2];
+  int64_t row[kMaxLanes * 2];
+  HWY_ALIGN T lse_buf[kMaxLanes * 2];
+  HWY_ALIGN T delta_buf[kMaxLanes * 2];
+  HWY_ALIGN T ds[kMaxLanes * 2];
+  HWY_ALIGN T probs[kMaxLanes * 2];
+  for (int64_t c = t0; c < t1; c += nl) {
+    const int nc = static_cast<int>(std::min<int64_t>(nl, t1 - c));
+    for (int j = 0; j < nl; ++j) {
+      const int64_t t = c + (j < nc ? j : 0);
+      const int64_t u = g.t_col[t];
+      qp[j] = in.q + at(p.q_strides, b, u);
+      dop[j] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u);
+      rp[j] = REL ? in.rel + g.rel[g.t_edge[t]] * p.rel_stride : nullptr;
+      row[j] = (b * p.N + u) * H;
+    }
+    const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
+    for (int64_t h = 0; h < H; ++h) {
+      for (int j = 0; j < nl; ++j) {
+        lse_buf[j] = lse[row[j] + h];
+        delta_buf[j] = delta[row[j] + h];
+      }
+      const auto sd = group_dot<kFixedB, REL>(d, qp, h * p.q_strides.head, k_v, h * p.k_strides.head, rp, D);
+      const auto s = hn::IfThenElse(valid, hn::Mul(sd, scale), hn::Set(d, gsa_neg_inf<T>()));
+      const auto pr = vexp(d, hn::Sub(s, hn::Load(d, lse_buf)));
+      const auto dp = group_dot<kFixedB, false>(d, dop, h * p.d_o_strides.head, v_v, h * p.v_strides.head, rp, D);
+      hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Load(d, delta_buf))), d, ds);
+      hn::Store(pr, d, probs);
+      group_axpy<false>(d, dk_acc + h * D, T(1), ds, nc, qp, h * p.q_strides.head, qp, D);
+      group_axpy<false>(d, dv_acc + h * D, T(1), probs, nc, dop, h * p.d_o_strides.head, dop, D);
+    }
+  }
+}
+
+template <bool REL, typename T>
+void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, T* scratch) {
+  const hn::ScalableTag<T> d;
+  const int64_t H = p.H, D = p.D;
+  T* dk_acc = scratch;
+  T* dv_acc = dk_acc + H * D;
+  T* dk = static_cast<T*>(p.dk);
+  T* dv = static_cast<T*>(p.dv);
+  for (int64_t v = v0; v < v1; ++v) {
+    if (skip != nullptr && skip[v]) continue;
+    std::fill(dk_acc, dk_acc + 2 * H * D, T(0));
+    dkv_accumulate<REL>(p, b, v, p.graph.t_row_ptr[v], p.graph.t_row_ptr[v + 1], dk_acc, dv_acc);
+    T* dk_v = dk + at(p.dk_strides, b, v);
+    T* dv_v = dv + at(p.dv_strides, b, v);
+    for (int64_t h = 0; h < H; ++h) {
+      scale_copy(d, dk_v + h * p.dk_strides.head, dk_acc + h * D, static_cast<T>(p.scale), D);
+      scale_copy(d, dv_v + h * p.dv_strides.head, dv_acc + h * D, T(1), D);
+    }
+  }
+}
+
+template <typename T>
+void dkv_rows(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, void* scratch) {
+  if (p.rel_emb != nullptr) dkv_rows_t<true>(p, b, v0, v1, skip, static_cast<T*>(scratch));
+  else dkv_rows_t<false>(p, b, v0, v1, skip, static_cast<T*>(scratch));
+}
+
+template <typename T>
+void dkv_piece(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1, void* dk_acc, void* dv_acc, void*) {
+  T* dk = static_cast<T*>(dk_acc);
+  T* dv = static_cast<T*>(dv_acc);
+  std::fill(dk, dk + p.H * p.D, T(0));
+  std::fill(dv, dv + p.H * p.D, T(0));
+  if (p.rel_emb != nullptr) dkv_accumulate<true>(p, b, v, t0, t1, dk, dv);
+  else dkv_accumulate<false>(p, b, v, t0, t1, dk, dv);
+}
+
+template <typename T>
+void exp_inplace(void* x, int64_t n) {
+  const hn::ScalableTag<T> d;
+  T* xt = static_cast<T*>(x);
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + nl <= n; i += nl) hn::StoreU(vexp(d, hn::LoadU(d, xt + i)), d, xt + i);
+  if (i < n) {
+    HWY_ALIGN T buf[kMaxLanes * 2] = {};
+    std::memcpy(buf, xt + i, static_cast<size_t>(n - i) * sizeof(T));
+    hn::Store(vexp(d, hn::Load(d, buf)), d, buf);
+    std::memcpy(xt + i, buf, static_cast<size_t>(n - i) * sizeof(T));
+  }
+}
+
+template <typename T>
+constexpr GsaCpuCores cores_for() {
+  return {forward_rows<T>, forward_piece<T>, delta_rows<T>, dq_rows<T>, dq_piece<T>, dkv_rows<T>, dkv_piece<T>,
+          exp_inplace<T>};
+}
+
+}  // namespace
+
+const GsaCpuTargetCores* target_cores() {
+  static const GsaCpuTargetCores cores{hwy::TargetName(HWY_TARGET), cores_for<float>(), cores_for<double>()};
+  return &cores;
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace sb
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace sb {
+
+HWY_EXPORT(target_cores);
+
+GsaCpuTargetList gsa_cpu_runnable_targets() {
+  GsaCpuTargetList list;
+#if (HWY_TARGETS & (HWY_TARGETS - 1)) == 0
+  list.cores[list.count++] = HWY_STATIC_DISPATCH(target_cores)();
+#else
+  // Lowest bit first: Highway numbers better targets with lower bits.
+  for (int64_t left = hwy::SupportedTargets() & HWY_TARGETS; left != 0; left &= left - 1) {
+    const int64_t target = left & -left;
+    hwy::ChosenTarget one;  // a private chooser, so picking a target never changes Highway's global choice
+    one.Update(target);
+    list.cores[list.count++] = HWY_DISPATCH_TABLE(target_cores)[one.GetIndex()]();
+  }
+#endif
+  return list;
+}
+
+}  // namespace sb
+#endif  // HWY_ONCE

@@ -1,0 +1,39 @@
+// GsaSplitPlan: which rows of a CSR graph are too long for one work item, the edge ranges (pieces) they are cut
+// into, and the fixed order their partial results are merged in. Plain C++ (no SIMD, no CUDA), so any kernel can
+// use it: the CPU kernels split heavy destination rows (forward, dq) and heavy sources (dk/dv) with it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace sb {
+
+struct GsaSplitPlan {
+  // Rows with more than this many edges are split; 0 when no row is.
+  int64_t threshold = 0;
+  // Split rows in ascending order; the pieces of split_rows[i] are pieces [piece_ptr[i], piece_ptr[i + 1]).
+  std::vector<int64_t> split_rows;
+  std::vector<int64_t> piece_ptr;
+  // Edge range [piece_begin[k], piece_end[k]) of piece k. The pieces of one row are contiguous, ascending and
+  // together cover the row's edges exactly once; partial results are merged in piece order, which depends only
+  // on row_ptr and the threshold (never on the thread count), so split rows stay bitwise reproducible.
+  std::vector<int64_t> piece_begin;
+  std::vector<int64_t> piece_end;
+  std::vector<int64_t> piece_row;  // the row each piece belongs to
+  // row_split[u] = 1 when row u is split (rows loops skip it), for every row.
+  std::vector<uint8_t> row_split;
+
+  int64_t n_pieces() const { return static_cast<int64_t>(piece_begin.size()); }
+  bool empty() const { return split_rows.empty(); }
+};
+
+// Builds the plan for the CSR row_ptr [n_rows + 1]: every row with more than `threshold` edges is cut into
+// ceil(degree / threshold) pieces of near-equal size (sizes differ by at most one, larger first).
+// threshold <= 0 splits nothing.
+GsaSplitPlan gsa_split_plan(const int64_t* row_ptr, int64_t n_rows, int64_t threshold);
+
+// The threshold the CPU kernels use for a graph of n_rows rows and n_edges edges: a row is heavy when it holds
+// more than max(min_edges, factor * mean degree) edges (defaults: 512 and 8).
+int64_t gsa_split_threshold(int64_t n_rows, int64_t n_edges, int64_t min_edges = 512, int64_t factor = 8);
+
+}  // namespace sb

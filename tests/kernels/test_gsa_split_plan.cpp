@@ -1,0 +1,103 @@
+// GsaSplitPlan: heavy rows are cut into contiguous pieces covering each edge exactly once, in a fixed order that
+// depends only on the graph and the threshold.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/gsa_split_plan.h"
+
+namespace sb {
+namespace {
+
+std::vector<int64_t> csr_from_degrees(const std::vector<int64_t>& degrees) {
+  std::vector<int64_t> row_ptr(1, 0);
+  for (int64_t d : degrees) row_ptr.push_back(row_ptr.back() + d);
+  return row_ptr;
+}
+
+// Every edge of every row belongs to exactly one piece (split rows) or to its unsplit row; pieces of a row are
+// ascending, contiguous, of near-equal size and no longer than the threshold.
+void check_plan(const std::vector<int64_t>& row_ptr, const GsaSplitPlan& plan, int64_t threshold) {
+  const int64_t n = static_cast<int64_t>(row_ptr.size()) - 1;
+  ASSERT_EQ(plan.row_split.size(), static_cast<size_t>(n));
+  ASSERT_EQ(plan.piece_ptr.size(), plan.split_rows.size() + 1);
+  ASSERT_EQ(plan.piece_begin.size(), plan.piece_end.size());
+  ASSERT_EQ(plan.piece_row.size(), plan.piece_end.size());
+  std::vector<int> covered(static_cast<size_t>(row_ptr.back()), 0);
+  size_t next_split = 0;
+  for (int64_t u = 0; u < n; ++u) {
+    const int64_t degree = row_ptr[u + 1] - row_ptr[u];
+    const bool split = degree > threshold && threshold > 0;
+    EXPECT_EQ(plan.row_split[u] != 0, split) << "row " << u;
+    if (!split) {
+      for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) ++covered[e];
+      continue;
+    }
+    ASSERT_LT(next_split, plan.split_rows.size());
+    EXPECT_EQ(plan.split_rows[next_split], u);
+    int64_t expect_begin = row_ptr[u], smallest = degree, largest = 0;
+    for (int64_t k = plan.piece_ptr[next_split]; k < plan.piece_ptr[next_split + 1]; ++k) {
+      EXPECT_EQ(plan.piece_row[k], u);
+      EXPECT_EQ(plan.piece_begin[k], expect_begin) << "pieces of row " << u << " must be contiguous and ascending";
+      const int64_t size = plan.piece_end[k] - plan.piece_begin[k];
+      EXPECT_GT(size, 0);
+      EXPECT_LE(size, threshold);
+      smallest = std::min(smallest, size);
+      largest = std::max(largest, size);
+      for (int64_t e = plan.piece_begin[k]; e < plan.piece_end[k]; ++e) ++covered[e];
+      expect_begin = plan.piece_end[k];
+    }
+    EXPECT_EQ(expect_begin, row_ptr[u + 1]) << "pieces of row " << u << " must end at the row's end";
+    EXPECT_LE(largest - smallest, 1) << "row " << u;
+    ++next_split;
+  }
+  EXPECT_EQ(next_split, plan.split_rows.size());
+  for (size_t e = 0; e < covered.size(); ++e) ASSERT_EQ(covered[e], 1) << "edge " << e;
+}
+
+TEST(GsaSplitPlan, CoversEveryEdgeOnceInAFixedOrder) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> light(0, 40);
+  std::vector<int64_t> degrees;
+  for (int i = 0; i < 500; ++i) degrees.push_back(light(rng));
+  degrees[0] = 10000;  // hubs at the ends and in the middle, one exactly at the threshold
+  degrees[250] = 513;
+  degrees[251] = 512;
+  degrees[499] = 4097;
+  const std::vector<int64_t> row_ptr = csr_from_degrees(degrees);
+  const int64_t threshold = gsa_split_threshold(500, row_ptr.back());
+  EXPECT_EQ(threshold, 512);
+  const GsaSplitPlan plan = gsa_split_plan(row_ptr.data(), 500, threshold);
+  check_plan(row_ptr, plan, threshold);
+  EXPECT_EQ(plan.split_rows, (std::vector<int64_t>{0, 250, 499}));
+  EXPECT_EQ(plan.piece_ptr, (std::vector<int64_t>{0, 20, 22, 31}));  // ceil(10000/512), ceil(513/512), ceil(4097/512)
+  // The plan is a function of row_ptr and the threshold alone: built again, it is the same.
+  const GsaSplitPlan again = gsa_split_plan(row_ptr.data(), 500, threshold);
+  EXPECT_EQ(again.piece_begin, plan.piece_begin);
+  EXPECT_EQ(again.piece_end, plan.piece_end);
+  EXPECT_EQ(again.piece_row, plan.piece_row);
+}
+
+TEST(GsaSplitPlan, NoSplitWithoutHeavyRowsOrThreshold) {
+  const std::vector<int64_t> row_ptr = csr_from_degrees({3, 0, 5, 1, 0});
+  const GsaSplitPlan none = gsa_split_plan(row_ptr.data(), 5, 8);
+  EXPECT_TRUE(none.empty());
+  check_plan(row_ptr, none, 8);
+  const GsaSplitPlan off = gsa_split_plan(row_ptr.data(), 5, 0);
+  EXPECT_TRUE(off.empty());
+  const GsaSplitPlan all = gsa_split_plan(row_ptr.data(), 5, 1);  // every row of 2+ edges, one edge per piece
+  check_plan(row_ptr, all, 1);
+  EXPECT_EQ(all.split_rows, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(all.n_pieces(), 8);
+}
+
+TEST(GsaSplitPlan, ThresholdFollowsTheMeanDegree) {
+  EXPECT_EQ(gsa_split_threshold(1000, 1000 * 10), 512);     // light graphs: the floor
+  EXPECT_EQ(gsa_split_threshold(1000, 1000 * 300), 2400);   // dense rows: 8 x the mean
+  EXPECT_EQ(gsa_split_threshold(0, 0), 512);
+  EXPECT_EQ(gsa_split_threshold(10, 95, 4, 2), 20);         // mean rounded up: 10 -> 20
+}
+
+}  // namespace
+}  // namespace sb

@@ -1,11 +1,12 @@
 // `sparsebench bench kernels`: graph attention (forward, forward+backward) vs the dense LibTorch baseline.
-// Axes: pattern in {bpt k=1,4,16,64; window w=256; fixed l=128,c=8} plus dense LibTorch, n in {1024, 4096,
+// Axes: pattern in {bpt k=1,4,16,64; window w=64,256; fixed l=128,c=8; bigbird b=32,r=2} plus dense LibTorch, n in {1024, 4096,
 // 8192, 16384, 65536}, B=1, H=8, D=64, bidirectional, graph attention with relation embeddings.
 // Counters: edges_per_s (attended pairs per second), gflops (forward 4*E*H*D flops; forward+backward
 // 14*E*H*D: the backward counted as 2.5x the forward, the FlashAttention convention, recomputation
 // excluded), gemm_fraction (gflops / the fp32 2048^3 LibTorch matmul rate measured once in this process),
 // gemm_gflops, peak_bytes (LibTorch CPU bytes allocated at the peak of one call beyond its inputs, by
-// sb::MemoryTracker). Skipped combinations say why (pattern not registered, too much memory).
+// sb::MemoryTracker). Skipped combinations say why (pattern not registered, too much memory). The CPU kernels' SIMD
+// target (SB_CPU_TARGET pins it) is in the context block (simd_target) and each graph case's label.
 // Graph attention forward+backward runs graph_attention_forward + graph_attention_backward (what the
 // autograd op runs); the dense baseline's backward goes through LibTorch autograd.
 // e.g. sparsebench bench kernels --benchmark_filter='fwd/bpt' --benchmark_format=json
@@ -21,6 +22,7 @@
 #include <optional>
 
 #include "harness/bench.h"
+#include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
 #include "kernels/torch/memory_tracker.h"
 #include "patterns/error.h"
@@ -121,7 +123,7 @@ void bench_graph(benchmark::State& state, const PatternSpec& spec, int64_t n, bo
   run();  // warm-up
   for (auto _ : state) run();
   set_counters(state, static_cast<double>(g->n_edges()), backward, measure_peak(run));
-  state.SetLabel(fmt::format("nodes={} edges={}", nn, g->n_edges()));
+  state.SetLabel(fmt::format("nodes={} edges={} simd={}", nn, g->n_edges(), gsa_cpu_target()));
 }
 
 void bench_dense(benchmark::State& state, int64_t n, bool backward) {
@@ -156,7 +158,9 @@ void bench_dense(benchmark::State& state, int64_t n, bool backward) {
 void register_kernel_benchmarks() {
   const std::vector<PatternSpec> specs = {{"bpt", {{"k", 1}}},   {"bpt", {{"k", 4}}},
                                           {"bpt", {{"k", 16}}},  {"bpt", {{"k", 64}}},
-                                          {"window", {{"w", 256}}}, {"fixed", {{"l", 128}, {"c", 8}}}};
+                                          {"window", {{"w", 64}}},  {"window", {{"w", 256}}},
+                                          {"fixed", {{"l", 128}, {"c", 8}}}, {"bigbird", {{"b", 32}, {"r", 2}}}};
+  benchmark::AddCustomContext("simd_target", gsa_cpu_target());
   const std::vector<int64_t> lengths = {1024, 4096, 8192, 16384, 65536};
   for (bool backward : {false, true}) {
     const std::string mode = backward ? "fwdbwd" : "fwd";

@@ -21,6 +21,7 @@
 #include "harness/cli.h"
 #include "harness/model.h"
 #include "harness/trainer.h"
+#include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
 #include "kernels/torch/memory_tracker.h"
 #include "patterns/error.h"
@@ -331,6 +332,7 @@ void measure_train(const Scenario& s, const Point& p, json& record, const std::s
 
 void measure_point(const Scenario& s, const Point& p, const std::string& run_dir, json& record) {
   record["threads_used"] = set_cpu_threads(static_cast<int>(p.threads));
+  record["simd_target"] = gsa_cpu_target();  // the CPU kernels' SIMD target (SB_CPU_TARGET pins it)
   if (s.kind == "train") {
     measure_train(s, p, record, fmt::format("{}/train/{:04}", run_dir, p.index));
     return;
@@ -357,6 +359,8 @@ json run_environment() {
   env["threads_default"] = at::get_num_threads();
   env["hardware_threads"] = std::thread::hardware_concurrency();
   env["cpu"] = cpu_model();
+  env["simd_target"] = gsa_cpu_target();
+  env["simd_targets_available"] = gsa_cpu_targets();
   env["cuda_available"] = torch::cuda::is_available();
   env["gpu_count"] = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
 #ifdef SB_WITH_CUDA

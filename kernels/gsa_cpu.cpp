@@ -723,7 +723,7 @@ void backward_impl(const GsaParams& p) {
   const int64_t H = p.H, D = p.D;
   // Pass 1: with rel_emb, rows go in kGsaRelChunks fixed chunks (one partial each); without, small blocks.
   const int64_t n_chunks = has_rel ? rel_chunks(p) : (p.N + kRowBlock - 1) / kRowBlock;
-  T* rel_partial = static_cast<T*>(p.rel_partial);
+  T* rel_partial = static_cast<T*>(p.workspace);
 #if defined(__AVX512F__)
   std::pair<DqFn, DkvFn> fast{nullptr, nullptr};
   if constexpr (std::is_same_v<T, float>) fast = pick_backward_avx512(p);

@@ -58,26 +58,26 @@ void sort_rows(const std::vector<int64_t>& row_ptr, std::vector<int32_t>& col, s
   }
 }
 
-// Counting-sort transpose: groups edges by source; within a source, destinations ascend.
-void build_transpose(Graph& g) {
-  const int64_t nn = g.n_nodes();
-  const int64_t ne = g.n_edges();
-  g.t_row_ptr.assign(static_cast<size_t>(nn + 1), 0);
-  for (int64_t e = 0; e < ne; ++e) g.t_row_ptr[g.col[e] + 1]++;
-  for (int64_t v = 0; v < nn; ++v) g.t_row_ptr[v + 1] += g.t_row_ptr[v];
-  std::vector<int64_t> cursor(g.t_row_ptr.begin(), g.t_row_ptr.end() - 1);
-  g.t_col.resize(static_cast<size_t>(ne));
-  g.t_edge.resize(static_cast<size_t>(ne));
+}  // namespace
+
+void transpose_csr(const std::vector<int64_t>& row_ptr, const std::vector<int32_t>& col,
+                   std::vector<int64_t>& t_row_ptr, std::vector<int32_t>& t_col, std::vector<int32_t>& t_edge) {
+  const int64_t nn = static_cast<int64_t>(row_ptr.size()) - 1;
+  const int64_t ne = static_cast<int64_t>(col.size());
+  t_row_ptr.assign(static_cast<size_t>(nn + 1), 0);
+  for (int64_t e = 0; e < ne; ++e) t_row_ptr[col[e] + 1]++;
+  for (int64_t v = 0; v < nn; ++v) t_row_ptr[v + 1] += t_row_ptr[v];
+  std::vector<int64_t> cursor(t_row_ptr.begin(), t_row_ptr.end() - 1);
+  t_col.resize(static_cast<size_t>(ne));
+  t_edge.resize(static_cast<size_t>(ne));
   for (int64_t u = 0; u < nn; ++u) {
-    for (int64_t e = g.row_ptr[u]; e < g.row_ptr[u + 1]; ++e) {
-      const int64_t slot = cursor[g.col[e]]++;
-      g.t_col[slot] = static_cast<int32_t>(u);
-      g.t_edge[slot] = static_cast<int32_t>(e);
+    for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) {
+      const int64_t slot = cursor[col[e]]++;
+      t_col[slot] = static_cast<int32_t>(u);
+      t_edge[slot] = static_cast<int32_t>(e);
     }
   }
 }
-
-}  // namespace
 
 GraphBuilder::GraphBuilder(int64_t n_tokens, bool causal)
     : n_tokens_(n_tokens), causal_(causal), nodes_(token_nodes(n_tokens)) {}
@@ -137,7 +137,7 @@ Graph graph_from_csr(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes,
     throw Error("graph: inconsistent CSR arrays");
   }
   sort_rows(g.row_ptr, g.col, g.rel);
-  build_transpose(g);
+  transpose_csr(g.row_ptr, g.col, g.t_row_ptr, g.t_col, g.t_edge);
   return g;
 }
 

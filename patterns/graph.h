@@ -96,6 +96,12 @@ Graph graph_from_csr(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes,
                      std::vector<std::string> relations, std::vector<int64_t> row_ptr,
                      std::vector<int32_t> col, std::vector<uint16_t> rel);
 
+// Counting-sort transpose of a CSR by destination (row_ptr [n_nodes + 1], col [E] sources in [0, n_nodes)):
+// the CSR by source, t_row_ptr [n_nodes + 1], t_col [E] destinations (ascending within a source) and
+// t_edge [E] the index of each entry's edge in col.
+void transpose_csr(const std::vector<int64_t>& row_ptr, const std::vector<int32_t>& col,
+                   std::vector<int64_t>& t_row_ptr, std::vector<int32_t>& t_col, std::vector<int32_t>& t_edge);
+
 // Largest edge count a Graph can hold (t_edge indexes edges with int32).
 constexpr int64_t kMaxEdges = INT32_MAX;
 // Throws sb::Error when a graph would have more than kMaxEdges edges.

@@ -26,7 +26,7 @@ GsaHostGraph::GsaHostGraph(const Graph& g)
       t_col(g.t_col),
       t_edge(g.t_edge) {
   check_edge_count(g.n_edges());
-  group_by_relation();
+  group_edges(row_ptr, rel, n_relations, rel_ptr, rel_dst, rel_edge);
   g_preparations.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -59,27 +59,9 @@ GsaHostGraph::GsaHostGraph(std::vector<int64_t> row_ptr_in, std::vector<int32_t>
     }
     n_relations = std::max<int64_t>(n_relations, int64_t{rel[e]} + 1);
   }
-  transpose_csr(row_ptr, col, t_row_ptr, t_col, t_edge);
-  group_by_relation();
+  group_edges(row_ptr, col, n_nodes, t_row_ptr, t_col, t_edge);  // the transpose
+  group_edges(row_ptr, rel, n_relations, rel_ptr, rel_dst, rel_edge);
   g_preparations.fetch_add(1, std::memory_order_relaxed);
-}
-
-// Stable counting sort of the edges by relation id (ascending edge order within a relation).
-void GsaHostGraph::group_by_relation() {
-  const int64_t ne = n_edges();
-  rel_ptr.assign(static_cast<size_t>(n_relations + 1), 0);
-  for (int64_t e = 0; e < ne; ++e) rel_ptr[rel[e] + 1]++;
-  for (int64_t r = 0; r < n_relations; ++r) rel_ptr[r + 1] += rel_ptr[r];
-  std::vector<int64_t> cursor(rel_ptr.begin(), rel_ptr.end() - 1);
-  rel_edge.resize(static_cast<size_t>(ne));
-  rel_dst.resize(static_cast<size_t>(ne));
-  for (int64_t u = 0; u < n_nodes; ++u) {
-    for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) {
-      const int64_t slot = cursor[rel[e]]++;
-      rel_edge[slot] = static_cast<int32_t>(e);
-      rel_dst[slot] = static_cast<int32_t>(u);
-    }
-  }
 }
 
 GsaGraphView GsaHostGraph::view() const {

@@ -31,9 +31,6 @@ struct GsaHostGraph {
 
   // Host preparations (each one O(E) pass over a graph) made by this process so far.
   static int64_t preparations();
-
- private:
-  void group_by_relation();
 };
 
 }  // namespace sb

@@ -60,21 +60,21 @@ void sort_rows(const std::vector<int64_t>& row_ptr, std::vector<int32_t>& col, s
 
 }  // namespace
 
-void transpose_csr(const std::vector<int64_t>& row_ptr, const std::vector<int32_t>& col,
-                   std::vector<int64_t>& t_row_ptr, std::vector<int32_t>& t_col, std::vector<int32_t>& t_edge) {
+void group_edges(const std::vector<int64_t>& row_ptr, const std::vector<int32_t>& key, int64_t n_groups,
+                 std::vector<int64_t>& group_ptr, std::vector<int32_t>& group_dst, std::vector<int32_t>& group_edge) {
   const int64_t nn = static_cast<int64_t>(row_ptr.size()) - 1;
-  const int64_t ne = static_cast<int64_t>(col.size());
-  t_row_ptr.assign(static_cast<size_t>(nn + 1), 0);
-  for (int64_t e = 0; e < ne; ++e) t_row_ptr[col[e] + 1]++;
-  for (int64_t v = 0; v < nn; ++v) t_row_ptr[v + 1] += t_row_ptr[v];
-  std::vector<int64_t> cursor(t_row_ptr.begin(), t_row_ptr.end() - 1);
-  t_col.resize(static_cast<size_t>(ne));
-  t_edge.resize(static_cast<size_t>(ne));
+  const int64_t ne = static_cast<int64_t>(key.size());
+  group_ptr.assign(static_cast<size_t>(n_groups + 1), 0);
+  for (int64_t e = 0; e < ne; ++e) group_ptr[key[e] + 1]++;
+  for (int64_t g = 0; g < n_groups; ++g) group_ptr[g + 1] += group_ptr[g];
+  std::vector<int64_t> cursor(group_ptr.begin(), group_ptr.end() - 1);
+  group_dst.resize(static_cast<size_t>(ne));
+  group_edge.resize(static_cast<size_t>(ne));
   for (int64_t u = 0; u < nn; ++u) {
     for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) {
-      const int64_t slot = cursor[col[e]]++;
-      t_col[slot] = static_cast<int32_t>(u);
-      t_edge[slot] = static_cast<int32_t>(e);
+      const int64_t slot = cursor[key[e]]++;
+      group_dst[slot] = static_cast<int32_t>(u);
+      group_edge[slot] = static_cast<int32_t>(e);
     }
   }
 }
@@ -137,7 +137,7 @@ Graph graph_from_csr(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes,
     throw Error("graph: inconsistent CSR arrays");
   }
   sort_rows(g.row_ptr, g.col, g.rel);
-  transpose_csr(g.row_ptr, g.col, g.t_row_ptr, g.t_col, g.t_edge);
+  group_edges(g.row_ptr, g.col, g.n_nodes(), g.t_row_ptr, g.t_col, g.t_edge);  // the transpose
   return g;
 }
 

@@ -96,11 +96,12 @@ Graph graph_from_csr(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes,
                      std::vector<std::string> relations, std::vector<int64_t> row_ptr,
                      std::vector<int32_t> col, std::vector<uint16_t> rel);
 
-// Counting-sort transpose of a CSR by destination (row_ptr [n_nodes + 1], col [E] sources in [0, n_nodes)):
-// the CSR by source, t_row_ptr [n_nodes + 1], t_col [E] destinations (ascending within a source) and
-// t_edge [E] the index of each entry's edge in col.
-void transpose_csr(const std::vector<int64_t>& row_ptr, const std::vector<int32_t>& col,
-                   std::vector<int64_t>& t_row_ptr, std::vector<int32_t>& t_col, std::vector<int32_t>& t_edge);
+// Groups the edges of a CSR by destination (row_ptr [N + 1]) by a per-edge key in [0, n_groups) with a
+// stable counting sort: group_ptr [n_groups + 1], and for each grouped entry its destination (group_dst [E])
+// and edge index (group_edge [E]), both ascending within a group. Keyed by source (col, n_groups = N) it is
+// the transpose (t_row_ptr, t_col, t_edge); keyed by relation id it is the relation grouping.
+void group_edges(const std::vector<int64_t>& row_ptr, const std::vector<int32_t>& key, int64_t n_groups,
+                 std::vector<int64_t>& group_ptr, std::vector<int32_t>& group_dst, std::vector<int32_t>& group_edge);
 
 // Largest edge count a Graph can hold (t_edge indexes edges with int32).
 constexpr int64_t kMaxEdges = INT32_MAX;

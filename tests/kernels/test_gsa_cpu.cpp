@@ -17,6 +17,7 @@
 #include "kernels/gsa_cpu_targets.h"
 #include "kernels/gsa_host_graph.h"
 #include "patterns/error.h"
+#include "tests/kernels/expect_error.h"
 #include "tests/kernels/gsa_cases.h"
 
 namespace sb::test {
@@ -184,17 +185,6 @@ TEST(GsaCpu, RejectsHalfPrecision) {
     FAIL() << "expected sb::Error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "graph_attention forward: the CPU kernels support float32 and float64 only");
-  }
-}
-
-// Expects sb::Error with exactly `message` from f().
-template <typename F>
-void expect_error(F f, const std::string& message) {
-  try {
-    f();
-    ADD_FAILURE() << "expected sb::Error: " << message;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), message);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in format.h before fmt 11)
 #include <omp.h>
 
 #include "kernels/gsa_backend.h"
@@ -14,6 +15,7 @@
 #include "kernels/torch/graph_attention_op.h"
 #include "kernels/torch/memory_tracker.h"
 #include "patterns/error.h"
+#include "tests/kernels/expect_error.h"
 #include "tests/kernels/gsa_cases.h"
 
 namespace sb::test {
@@ -27,17 +29,6 @@ std::vector<double> to_vector(const torch::Tensor& t) {
   if (!t.defined()) return {};
   const torch::Tensor c = t.detach().to(torch::kCPU).to(torch::kFloat64).contiguous();
   return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
-}
-
-// Expects sb::Error with exactly `message` from f().
-template <typename F>
-void expect_error(F f, const std::string& message) {
-  try {
-    f();
-    ADD_FAILURE() << "expected sb::Error: " << message;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), message);
-  }
 }
 
 torch::Dtype torch_dtype(GsaDtype t) {

@@ -5,5 +5,6 @@ namespace sb {
 
 void register_graph_benchmarks();   // harness/bench_graphs.cpp
 void register_kernel_benchmarks();  // harness/bench_kernels.cpp
+void register_op_call_benchmarks();  // harness/bench_op_calls.cpp (part of the kernels suite)
 
 }  // namespace sb

@@ -181,6 +181,7 @@ void register_kernel_benchmarks() {
           ->MinTime(0.5);
     }
   }
+  register_op_call_benchmarks();
 }
 
 }  // namespace sb

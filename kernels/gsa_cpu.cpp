@@ -171,7 +171,7 @@ void backward_impl(const GsaParams& p) {
   const int64_t n_blocks = (p.N + kRowBlock - 1) / kRowBlock;
   // Pass 1 units: with rel_emb, rows go in kGsaRelChunks fixed chunks (one d_rel partial each); else row blocks.
   const int64_t n_chunks = has_rel ? rel_chunks(p) : n_blocks;
-  T* rel_partial = static_cast<T*>(p.rel_partial);
+  T* rel_partial = static_cast<T*>(p.workspace);
   // Pieces' partial sums: dq [H, D] (+ d_rel [R, D]) per (row piece, batch); dk, dv [H, D] per (source piece, batch).
   const int64_t dq_state = HD + R * D;
   std::vector<T> dq_pieces(static_cast<size_t>(n_row_pieces * p.B * dq_state));

@@ -39,7 +39,8 @@ int64_t gsa_cpu_rel_partial_elems(const GsaParams& p);  // [chunks, R, D], 0 wit
 void gsa_forward_cpu(const GsaParams& p);
 
 // Backward: dq, dk, dv [B, N, H, D] and d_rel_emb [R, D] (when rel_emb is set) from d_o, o and lse
-// of the forward; needs p.delta and p.rel_partial workspaces of the sizes above.
+// of the forward; needs p.delta and, with rel_emb, p.workspace holding the [chunks, R, D] partial sums
+// (the sizes above, in the accumulation type).
 void gsa_backward_cpu(const GsaParams& p);
 
 }  // namespace sb

@@ -13,8 +13,8 @@ struct GsaGraphView {
   const int64_t* t_row_ptr = nullptr;  // [N + 1] CSR by source
   const int32_t* t_col = nullptr;      // [E] destination of each transposed edge
   const int32_t* t_edge = nullptr;     // [E] edge index of each transposed edge
-  // Edges grouped by relation (used by the CUDA d(rel_emb) pass): rel_edge[rel_ptr[r]..rel_ptr[r+1]) are
-  // the edges of relation r in ascending order and rel_dst their destinations.
+  // Edges grouped by relation (for backends that reduce d(rel_emb) per relation): rel_edge[rel_ptr[r]..
+  // rel_ptr[r+1]) are the edges of relation r in ascending order and rel_dst their destinations.
   const int64_t* rel_ptr = nullptr;    // [R + 1]
   const int32_t* rel_edge = nullptr;   // [E]
   const int32_t* rel_dst = nullptr;    // [E]
@@ -60,10 +60,11 @@ struct GsaParams {
   void* dv = nullptr;
   GsaStrides dq_strides, dk_strides, dv_strides;
   void* d_rel_emb = nullptr;
-  // Backward workspaces in the accumulation type, caller-allocated (sizes: gsa_cpu.h / cuda/gsa_cuda.h):
-  void* delta = nullptr;        // [B, N, H]: sum_d dO * O
-  void* rel_partial = nullptr;  // CPU: [chunks, R, D] partial d_rel_emb sums, reduced in a fixed order
-  float* edge_ds = nullptr;     // CUDA with rel_emb: [B, E, H] dS of every edge, for the d_rel_emb pass
+  // Backward workspaces on the kernels' device, caller-allocated at the sizes the backend asks for
+  // (GsaBackend::backward_workspace in kernels/gsa_backend.h):
+  void* delta = nullptr;          // [B, N, H] in the accumulation type: sum_d dO * O
+  void* workspace = nullptr;      // backend-private scratch (its layout belongs to the backend)
+  int64_t workspace_bytes = 0;
 };
 
 }  // namespace sb

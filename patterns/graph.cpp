@@ -58,26 +58,26 @@ void sort_rows(const std::vector<int64_t>& row_ptr, std::vector<int32_t>& col, s
   }
 }
 
-// Counting-sort transpose: groups edges by source; within a source, destinations ascend.
-void build_transpose(Graph& g) {
-  const int64_t nn = g.n_nodes();
-  const int64_t ne = g.n_edges();
-  g.t_row_ptr.assign(static_cast<size_t>(nn + 1), 0);
-  for (int64_t e = 0; e < ne; ++e) g.t_row_ptr[g.col[e] + 1]++;
-  for (int64_t v = 0; v < nn; ++v) g.t_row_ptr[v + 1] += g.t_row_ptr[v];
-  std::vector<int64_t> cursor(g.t_row_ptr.begin(), g.t_row_ptr.end() - 1);
-  g.t_col.resize(static_cast<size_t>(ne));
-  g.t_edge.resize(static_cast<size_t>(ne));
+}  // namespace
+
+void group_edges(const std::vector<int64_t>& row_ptr, const std::vector<int32_t>& key, int64_t n_groups,
+                 std::vector<int64_t>& group_ptr, std::vector<int32_t>& group_dst, std::vector<int32_t>& group_edge) {
+  const int64_t nn = static_cast<int64_t>(row_ptr.size()) - 1;
+  const int64_t ne = static_cast<int64_t>(key.size());
+  group_ptr.assign(static_cast<size_t>(n_groups + 1), 0);
+  for (int64_t e = 0; e < ne; ++e) group_ptr[key[e] + 1]++;
+  for (int64_t g = 0; g < n_groups; ++g) group_ptr[g + 1] += group_ptr[g];
+  std::vector<int64_t> cursor(group_ptr.begin(), group_ptr.end() - 1);
+  group_dst.resize(static_cast<size_t>(ne));
+  group_edge.resize(static_cast<size_t>(ne));
   for (int64_t u = 0; u < nn; ++u) {
-    for (int64_t e = g.row_ptr[u]; e < g.row_ptr[u + 1]; ++e) {
-      const int64_t slot = cursor[g.col[e]]++;
-      g.t_col[slot] = static_cast<int32_t>(u);
-      g.t_edge[slot] = static_cast<int32_t>(e);
+    for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) {
+      const int64_t slot = cursor[key[e]]++;
+      group_dst[slot] = static_cast<int32_t>(u);
+      group_edge[slot] = static_cast<int32_t>(e);
     }
   }
 }
-
-}  // namespace
 
 GraphBuilder::GraphBuilder(int64_t n_tokens, bool causal)
     : n_tokens_(n_tokens), causal_(causal), nodes_(token_nodes(n_tokens)) {}
@@ -137,7 +137,7 @@ Graph graph_from_csr(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes,
     throw Error("graph: inconsistent CSR arrays");
   }
   sort_rows(g.row_ptr, g.col, g.rel);
-  build_transpose(g);
+  group_edges(g.row_ptr, g.col, g.n_nodes(), g.t_row_ptr, g.t_col, g.t_edge);  // the transpose
   return g;
 }
 

@@ -96,6 +96,13 @@ Graph graph_from_csr(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes,
                      std::vector<std::string> relations, std::vector<int64_t> row_ptr,
                      std::vector<int32_t> col, std::vector<uint16_t> rel);
 
+// Groups the edges of a CSR by destination (row_ptr [N + 1]) by a per-edge key in [0, n_groups) with a
+// stable counting sort: group_ptr [n_groups + 1], and for each grouped entry its destination (group_dst [E])
+// and edge index (group_edge [E]), both ascending within a group. Keyed by source (col, n_groups = N) it is
+// the transpose (t_row_ptr, t_col, t_edge); keyed by relation id it is the relation grouping.
+void group_edges(const std::vector<int64_t>& row_ptr, const std::vector<int32_t>& key, int64_t n_groups,
+                 std::vector<int64_t>& group_ptr, std::vector<int32_t>& group_dst, std::vector<int32_t>& group_edge);
+
 // Largest edge count a Graph can hold (t_edge indexes edges with int32).
 constexpr int64_t kMaxEdges = INT32_MAX;
 // Throws sb::Error when a graph would have more than kMaxEdges edges.

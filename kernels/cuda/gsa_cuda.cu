@@ -41,6 +41,9 @@ template <typename A> __device__ __forceinline__ A warp_sum(A x) {
   return x;
 }
 
+// The workspace with rel_emb: edge dS [B, E, H] (fp32), then the d_rel_emb partial sums [R, slices, D].
+__host__ __device__ __forceinline__ float* edge_ds(const GsaParams& p) { return static_cast<float*>(p.workspace); }
+
 __device__ __forceinline__ int64_t offset(const GsaStrides& s, int64_t b, int64_t n, int64_t h) {
   return b * s.batch + n * s.node + h * s.head;
 }
@@ -173,7 +176,7 @@ __global__ void dq_kernel(GsaParams p) {
       const int64_t d = lane + kWarp * i;
       if (d < p.D) dq[i] += ds * (load(k_src + d) + (r != nullptr ? load(r + d) : A(0)));
     }
-    if (p.edge_ds != nullptr && lane == 0) p.edge_ds[(b * p.graph.n_edges + e) * p.H + h] = static_cast<float>(ds);
+    if (p.rel_emb != nullptr && lane == 0) edge_ds(p)[(b * p.graph.n_edges + e) * p.H + h] = static_cast<float>(ds);
   }
   T* out = static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h);
 #pragma unroll
@@ -251,7 +254,7 @@ __global__ void drel_slice_kernel(GsaParams p, float* partial, int64_t slices) {
       const int64_t u = p.graph.rel_dst[i];
       for (int64_t b = 0; b < p.B; ++b) {
         for (int64_t h = 0; h < p.H; ++h) {
-          acc += p.edge_ds[(b * p.graph.n_edges + e) * p.H + h] * load(q + offset(p.q_strides, b, u, h) + d);
+          acc += edge_ds(p)[(b * p.graph.n_edges + e) * p.H + h] * load(q + offset(p.q_strides, b, u, h) + d);
         }
       }
     }
@@ -369,7 +372,7 @@ void backward_launch(const GsaParams& p, cudaStream_t stream) {
       drel_recompute_kernel<P, T><<<static_cast<unsigned>(p.R), kWarp * kDrelWarps, 0, stream>>>(p);
     } else {
       const int64_t slices = drel_slices(p);
-      float* partial = p.edge_ds + p.B * p.graph.n_edges * p.H;
+      float* partial = edge_ds(p) + p.B * p.graph.n_edges * p.H;
       const dim3 grid(static_cast<unsigned>(p.R), static_cast<unsigned>(slices));
       drel_slice_kernel<T><<<grid, 64, 0, stream>>>(p, partial, slices);
       check_launch("graph_attention backward (d_rel_emb slices)");
@@ -419,8 +422,9 @@ struct Backward {
 
 int64_t gsa_cuda_delta_elems(const GsaParams& p) { return p.B * p.N * p.H; }
 
-int64_t gsa_cuda_edge_ds_elems(const GsaParams& p) {
-  return p.rel_emb != nullptr ? p.B * p.graph.n_edges * p.H + drel_partial_elems(p) : 0;
+int64_t gsa_cuda_workspace_bytes(const GsaParams& p) {
+  const int64_t elems = p.rel_emb != nullptr ? p.B * p.graph.n_edges * p.H + drel_partial_elems(p) : 0;
+  return elems * static_cast<int64_t>(sizeof(float));
 }
 
 void gsa_forward_cuda(const GsaParams& p, void* stream) {
@@ -430,8 +434,9 @@ void gsa_forward_cuda(const GsaParams& p, void* stream) {
 
 void gsa_backward_cuda(const GsaParams& p, void* stream) {
   if (p.B * p.N * p.H == 0) return;
-  if (p.rel_emb != nullptr && (p.edge_ds == nullptr || p.graph.rel_ptr == nullptr)) {
-    throw Error("graph_attention backward on CUDA: rel_emb needs the edge_ds workspace and the relation grouping");
+  if (p.rel_emb != nullptr && (p.workspace_bytes < gsa_cuda_workspace_bytes(p) || p.graph.rel_ptr == nullptr)) {
+    throw Error("graph_attention backward on CUDA: rel_emb needs a workspace of gsa_cuda_workspace_bytes and the "
+                "relation grouping");
   }
   dispatch<Backward>(p, static_cast<cudaStream_t>(stream));
 }

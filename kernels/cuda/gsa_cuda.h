@@ -10,10 +10,11 @@ namespace sb {
 // Largest head dimension the CUDA kernels handle (a warp keeps D / 32 values per lane in registers).
 constexpr int64_t kGsaCudaMaxD = 256;
 
-// Workspace sizes (fp32 elements): delta [B, N, H]; edge_ds [B, E, H] plus the d_rel_emb partial sums
-// when rel_emb is set, else 0. Both read p's shapes (B, N, H, D, R, dtype, graph.n_edges, rel_emb).
+// Backward workspace sizes, from p's shapes (B, N, H, D, R, dtype, graph.n_edges, rel_emb): p.delta
+// [B, N, H] in the accumulation type (elements); p.workspace (bytes): with rel_emb the fp32 dS of every
+// edge [B, E, H] and the d_rel_emb partial sums, else 0.
 int64_t gsa_cuda_delta_elems(const GsaParams& p);
-int64_t gsa_cuda_edge_ds_elems(const GsaParams& p);
+int64_t gsa_cuda_workspace_bytes(const GsaParams& p);
 
 // All pointers in p are device pointers; stream is a cudaStream_t (nullptr: the default stream).
 // dtype f32, f64, f16 or bf16 (accumulation in fp32; fp64 in fp64). lse is fp32 (fp64 for fp64).

@@ -1,42 +1,52 @@
-// LibTorch layer over the graph-attention kernels: the autograd op, its graph tensors, and the dense baseline.
+// LibTorch layer over the graph-attention kernels: the prepared graph, the op, and the dense baseline.
+// The op is declared once (TORCH_LIBRARY(sparsebench), torch.ops.sparsebench.*), implemented per device
+// (TORCH_LIBRARY_IMPL CPU here, CUDA in graph_attention_cuda.cpp) over the kernel backend registry
+// (kernels/gsa_backend.h), with an Autograd registration; the functions below call it.
 #pragma once
 
+#include <torch/custom_class.h>
 #include <torch/torch.h>
 
 #include "patterns/graph.h"
 
 namespace sb {
 
-// A pattern graph as int tensors on one device (built once, shared by a batch and by every layer).
-struct TorchGraph {
+struct GsaHostGraph;
+
+// A pattern graph prepared for the op on one device: checked, transposed and grouped by relation on the
+// host once (GsaHostGraph), uploaded once, then reused by every call (copies share the device arrays).
+// Python sees it as torch.classes.sparsebench.Graph, made by torch.ops.sparsebench.prepare_graph.
+struct TorchGraph : torch::CustomClassHolder {
   int64_t n_tokens = 0;
   int64_t n_nodes = 0;
   int64_t n_relations = 0;
   bool causal = false;
   torch::Tensor row_ptr;    // [N + 1] int64, CSR by destination
   torch::Tensor col;        // [E] int32, source node per edge
-  torch::Tensor rel;        // [E] int32 (or int16), relation id per edge
+  torch::Tensor rel;        // [E] int32, relation id per edge
   torch::Tensor t_row_ptr;  // [N + 1] int64, CSR by source
   torch::Tensor t_col;      // [E] int32, destination per transposed edge
   torch::Tensor t_edge;     // [E] int32, edge index of each transposed edge
-  // Edges grouped by relation, for the CUDA d(rel_emb) pass: rel_edge[rel_ptr[r]..rel_ptr[r+1]) ascending.
+  // Edges grouped by relation: rel_edge[rel_ptr[r]..rel_ptr[r+1]) ascending, rel_dst their destinations.
   torch::Tensor rel_ptr;    // [R + 1] int64
   torch::Tensor rel_edge;   // [E] int32
-  torch::Tensor rel_dst;    // [E] int32, destination of each rel_edge entry
+  torch::Tensor rel_dst;    // [E] int32
 
   static TorchGraph from_graph(const Graph& g, torch::Device device = torch::kCPU);
-  // From the CSR tensors alone (the TORCH_LIBRARY op), checked; n_relations = max(n_relations, max(rel) + 1)
-  // and n_tokens = n_nodes.
+  // From the destination CSR as tensors on one device (what prepare_graph takes): row_ptr [N + 1] int64,
+  // col [E] int32, rel [E] int32, each checked; n_relations = max(n_relations, max(rel) + 1), n_tokens = N.
   static TorchGraph from_tensors(const torch::Tensor& row_ptr, const torch::Tensor& col, const torch::Tensor& rel,
-                                 const torch::Tensor& t_row_ptr, const torch::Tensor& t_col,
-                                 const torch::Tensor& t_edge, int64_t n_relations = 0);
+                                 int64_t n_relations = 0);
+  // The one upload of a host-prepared graph to `device`.
+  static TorchGraph from_host(const GsaHostGraph& h, torch::Device device);
   torch::Device device() const { return row_ptr.device(); }
+  int64_t n_edges() const { return col.numel(); }
 };
 
 // Graph self-attention (BPT eqs. 4-7, 13): for node u and each source v of u,
 // s_uv = q_u . (k_v + rel_emb[rel(uv)]) / sqrt(D), o_u = sum_v softmax_v(s_u)_v v_v.
 // q, k, v: [B, N, H, D] (N = graph nodes); rel_emb: [R, D] or an undefined tensor; returns o: [B, N, H, D].
-// Differentiable in q, k, v and rel_emb.
+// Differentiable in q, k, v and rel_emb. No call prepares the graph again (GsaHostGraph::preparations()).
 torch::Tensor graph_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& rel_emb, const TorchGraph& graph);
 
@@ -50,6 +60,9 @@ std::vector<torch::Tensor> graph_attention_backward(const torch::Tensor& d_o, co
                                                     const torch::Tensor& k, const torch::Tensor& v,
                                                     const torch::Tensor& rel_emb, const torch::Tensor& o,
                                                     const torch::Tensor& lse, const TorchGraph& graph);
+
+// Name of the kernel backend calls on `device` use (e.g. "cpu:AVX2", "cuda"); throws sb::Error when none.
+std::string graph_attention_backend(torch::Device device);
 
 // Dense baseline in plain LibTorch (matmul, softmax, matmul), causal or not.
 // q, k, v: [B, T, H, D]; returns [B, T, H, D].

@@ -1,4 +1,5 @@
-// The graph-attention parity table (one row per self-describing case id) and helpers every backend's test shares.
+// The graph-attention parity table (one row per self-describing case id), run on every registered kernel
+// backend (kernels/gsa_backend.h) in every dtype, and helpers every backend's test shares.
 #pragma once
 
 #include <map>
@@ -6,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gsa_backend.h"
 #include "patterns/graph.h"
 #include "patterns/pattern.h"
 #include "tests/kernels/gsa_reference.h"
@@ -63,5 +65,58 @@ struct Tolerance {
 std::string compare_with_reference(const RefResult& ref, const std::vector<double>& o,
                                    const std::vector<double>& dq, const std::vector<double>& dk,
                                    const std::vector<double>& dv, const std::vector<double>& d_rel, Tolerance tol);
+
+// Memory on one backend's device for the runner below: host memory for CPU backends (HostMemory), device
+// memory in the CUDA test. Buffers live until clear().
+class GsaTestMemory {
+ public:
+  virtual ~GsaTestMemory() = default;
+  // A buffer of `bytes` holding a copy of `host`; with host nullptr, all 0xff bytes (NaN in every float
+  // type, so an output a kernel forgets to write fails the comparison).
+  virtual void* put(const void* host, size_t bytes) = 0;
+  // Copies `bytes` of a buffer back (after the work queued on it has finished).
+  virtual void get(void* host, const void* buffer, size_t bytes) = 0;
+  virtual void clear() = 0;
+};
+
+class HostMemory final : public GsaTestMemory {
+ public:
+  void* put(const void* host, size_t bytes) override;
+  void get(void* host, const void* buffer, size_t bytes) override;
+  void clear() override { buffers_.clear(); }
+
+ private:
+  std::vector<std::unique_ptr<char[]>> buffers_;
+};
+
+// One dtype's rows of the table: its tolerance, and whether only outputs are compared (fp16/bf16: the
+// inputs themselves are rounded to 11 or 8 bits, so gradients carry no comparable information).
+struct GsaDtypeRows {
+  GsaDtype dtype;
+  Tolerance tol;
+  bool outputs_only;
+};
+// float32, float64, float16, bfloat16
+const std::vector<GsaDtypeRows>& gsa_dtype_rows();
+
+// A backend's results as doubles: o [B, N, H, D], lse [B, N, H], and (with d_o) dq, dk, dv, d_rel.
+struct GsaRunOutputs {
+  std::vector<double> o, lse, dq, dk, dv, d_rel;
+};
+
+// Runs backend b forward (and backward when d_o is non-empty) on the problem in `dtype`, its inputs
+// rounded to that dtype, through `mem` on the backend's device. b must support the call.
+GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProblem& prob,
+                             const std::vector<double>& d_o, GsaDtype dtype, GsaTestMemory& mem);
+
+// Compares a run with the reference at the rows' tolerance (lse too, -inf rows apart); "" or the first failure.
+std::string compare_run(const RefResult& ref, const GsaRunOutputs& run, const GsaDtypeRows& rows);
+
+// The table of `pattern` on every registered backend of `device` in every dtype, as ggml's test-backend-ops
+// does: a row a backend does not support (GsaBackend::unsupported) is counted and printed as "not supported"
+// with its reason, neither failed nor silently skipped. Prints one tally line per backend and dtype; returns
+// the failures ("<backend> <dtype> <case id>: <what differs>") and, as a failure too, any backend that ran
+// no row at all.
+std::vector<std::string> run_backend_table(const std::string& pattern, GsaDevice device, GsaTestMemory& mem);
 
 }  // namespace sb::test

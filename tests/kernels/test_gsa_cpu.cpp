@@ -1,162 +1,55 @@
-// CPU kernel tests without LibTorch, on every SIMD target this CPU runs (each case named with its target): the
-// parity table against the double reference (fp32 and fp64), extreme and non-finite scores, empty rows, heavy rows
-// split into pieces, bitwise determinism; plus the reference's own finite-difference check and target pinning.
-// Run: ctest -R test_gsa_cpu (or ./test_gsa_cpu --gtest_filter='*AVX2*').
+// CPU kernel tests without LibTorch, on every registered CPU backend (one per SIMD target this CPU runs, each
+// named with its target): the parity table against the double reference, the reference's own finite-difference
+// check, extreme and non-finite scores, empty rows, heavy rows split into pieces, bitwise determinism, the vector
+// exp, target pinning, the backend registry, and the host graph preparation.
+// Run: ctest -R test_gsa_cpu (or ./test_gsa_cpu --gtest_filter=...).
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <tuple>
+#include <fmt/format.h>
 #include <limits>
 #include <omp.h>
 #include <random>
+#include <set>
 
+#include "kernels/gsa_backend.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/gsa_host_graph.h"
 #include "kernels/gsa_split_plan.h"
 #include "patterns/error.h"
+#include "tests/kernels/expect_error.h"
 #include "tests/kernels/gsa_cases.h"
 
 namespace sb::test {
 namespace {
 
-// Pins a SIMD target for one scope and restores the previous one.
-class PinTarget {
- public:
-  explicit PinTarget(const std::string& name) : saved_(gsa_cpu_target()) { gsa_cpu_pin_target(name); }
-  ~PinTarget() { gsa_cpu_pin_target(saved_); }
-  PinTarget(const PinTarget&) = delete;
-  PinTarget& operator=(const PinTarget&) = delete;
-
- private:
-  std::string saved_;
-};
-
-template <typename T>
-struct CpuRun {
-  std::vector<T> o, lse, dq, dk, dv, d_rel;
-};
-
-GsaStrides contiguous_strides(const RefProblem& p) { return {p.N * p.H * p.D, p.H * p.D, p.D}; }
-
-// Runs the CPU kernels forward (and backward when d_o is non-empty) on the problem, in precision T.
-template <typename T>
-CpuRun<T> run_cpu(const Graph& g, const RefProblem& prob, const std::vector<double>& d_o_in) {
-  const GsaHostGraph hg(g);
-  const std::vector<T> q = convert<T>(prob.q), k = convert<T>(prob.k), v = convert<T>(prob.v);
-  const std::vector<T> rel = convert<T>(prob.rel_emb), d_o = convert<T>(d_o_in);
-  CpuRun<T> r;
-  const size_t size = q.size();
-  r.o.assign(size, T(0));
-  r.lse.assign(static_cast<size_t>(prob.B * prob.N * prob.H), T(0));
-  GsaParams p;
-  p.graph = hg.view();
-  p.dtype = sizeof(T) == 8 ? GsaDtype::f64 : GsaDtype::f32;
-  p.B = prob.B;
-  p.N = prob.N;
-  p.H = prob.H;
-  p.D = prob.D;
-  p.scale = 1.0 / std::sqrt(static_cast<double>(prob.D));
-  p.q = q.data();
-  p.k = k.data();
-  p.v = v.data();
-  p.o = r.o.data();
-  p.q_strides = p.k_strides = p.v_strides = p.o_strides = contiguous_strides(prob);
-  if (!rel.empty()) {
-    p.R = prob.R;
-    p.rel_emb = rel.data();
-    p.rel_stride = prob.D;
+// The registered CPU backends (one per CPU target this machine runs).
+std::vector<const GsaBackend*> cpu_backends() {
+  std::vector<const GsaBackend*> out;
+  for (const GsaBackend* b : gsa_backends()) {
+    if (b->device() == GsaDevice::cpu) out.push_back(b);
   }
-  p.lse = r.lse.data();
-  gsa_forward_cpu(p);
-  if (d_o.empty()) return r;
-  r.dq.assign(size, T(-1));
-  r.dk.assign(size, T(-1));
-  r.dv.assign(size, T(-1));
-  r.d_rel.assign(rel.size(), T(-1));
-  std::vector<T> delta(static_cast<size_t>(gsa_cpu_delta_elems(p)));
-  std::vector<T> rel_partial(static_cast<size_t>(gsa_cpu_rel_partial_elems(p)));
-  p.d_o = d_o.data();
-  p.d_o_strides = p.dq_strides = p.dk_strides = p.dv_strides = contiguous_strides(prob);
-  p.dq = r.dq.data();
-  p.dk = r.dk.data();
-  p.dv = r.dv.data();
-  p.d_rel_emb = rel.empty() ? nullptr : r.d_rel.data();
-  p.delta = delta.data();
-  p.rel_partial = rel_partial.data();
-  gsa_backward_cpu(p);
-  return r;
+  return out;
 }
 
-template <typename T>
-std::string check_case(const GsaCase& c, Tolerance tol) {
-  const Graph& g = case_graph(c);
-  const RefProblem prob = make_problem(c, g);
-  const std::vector<double> d_o = make_d_o(c, g);
-  const RefResult ref = reference_attention(prob, DenseMask(g), d_o);
-  const CpuRun<T> run = run_cpu<T>(g, prob, d_o);
-  std::string err = compare_with_reference(ref, widen(run.o), widen(run.dq), widen(run.dk), widen(run.dv),
-                                           widen(run.d_rel), tol);
-  if (err.empty()) {
-    const double lse_err = max_abs_diff(widen(run.lse), ref.lse);  // inf - inf = nan: compare -inf rows apart
-    for (size_t i = 0; i < ref.lse.size(); ++i) {
-      const bool ref_empty = std::isinf(ref.lse[i]);
-      if (ref_empty != std::isinf(static_cast<double>(run.lse[i]))) return "lse: empty-row mismatch";
-      if (!ref_empty && std::fabs(run.lse[i] - ref.lse[i]) > tol.out_tol * std::max(1.0, std::fabs(ref.lse[i]))) {
-        return "lse: error " + std::to_string(lse_err);
-      }
-    }
-  }
-  return err;
+// fp32 forward and backward of a problem on backend b, through host memory.
+GsaRunOutputs run_fp32(const GsaBackend& b, const Graph& g, const RefProblem& p, const std::vector<double>& d_o) {
+  HostMemory mem;
+  return run_on_backend(b, g, p, d_o, GsaDtype::f32, mem);
 }
 
-// Parameter: (pattern, target); test names end with the target, e.g. AllPatterns/GsaCpuTable.Fp32.../bpt_AVX2.
-using PatternTarget = std::tuple<std::string, std::string>;
+// The parity table on every CPU backend in every dtype (unsupported dtypes are reported, not run).
+class GsaCpuTable : public ::testing::TestWithParam<std::string> {};
 
-class GsaCpuTable : public ::testing::TestWithParam<PatternTarget> {
- protected:
-  const std::string& pattern() const { return std::get<0>(GetParam()); }
-  const std::string& target() const { return std::get<1>(GetParam()); }
-};
-
-TEST_P(GsaCpuTable, Fp32MatchesDoubleReference) {
-  const PinTarget pin(target());
-  const std::vector<GsaCase> cases = gsa_case_table(find_pattern(pattern()));
-  int passed = 0;
-  for (const GsaCase& c : cases) {
-    const std::string err = check_case<float>(c, {1e-5, 1e-4});
-    EXPECT_EQ(err, "") << c.id() << " on " << target();
-    passed += err.empty();
-  }
-  std::printf("[ table    ] %s fp32 %s: %d/%zu cases passed\n", pattern().c_str(), target().c_str(), passed,
-              cases.size());
+TEST_P(GsaCpuTable, EveryBackendMatchesDoubleReference) {
+  HostMemory mem;
+  for (const std::string& failure : run_backend_table(GetParam(), GsaDevice::cpu, mem)) ADD_FAILURE() << failure;
 }
 
-TEST_P(GsaCpuTable, Fp64MatchesDoubleReference) {
-  const PinTarget pin(target());
-  int passed = 0, run = 0;
-  for (const GsaCase& c : gsa_case_table(find_pattern(pattern()))) {
-    if (c.n > 97) continue;  // fp64 adds no coverage of blocking at large n that fp32 lacks
-    const std::string err = check_case<double>(c, {1e-11, 1e-9});
-    EXPECT_EQ(err, "") << c.id() << " on " << target();
-    passed += err.empty();
-    ++run;
-  }
-  std::printf("[ table    ] %s fp64 %s: %d/%d cases passed\n", pattern().c_str(), target().c_str(), passed, run);
-}
-
-INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCpuTable,
-                         ::testing::Combine(::testing::ValuesIn(pattern_names()), ::testing::ValuesIn(gsa_cpu_targets())),
-                         [](const ::testing::TestParamInfo<PatternTarget>& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
-                         });
-
-// Tests run once per target (parameter: the target name).
-class GsaCpuTarget : public ::testing::TestWithParam<std::string> {};
-
-INSTANTIATE_TEST_SUITE_P(AllTargets, GsaCpuTarget, ::testing::ValuesIn(gsa_cpu_targets()),
+INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCpuTable, ::testing::ValuesIn(pattern_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The reference's backward against central finite differences of its own forward.
@@ -195,8 +88,7 @@ TEST(GsaReference, GradientsMatchFiniteDifferences) {
 // outputs must match the reference at the table's tolerance, with no inf or nan anywhere. The softmaxes
 // are then nearly one-hot and dq, dk nearly cancel (dS = P (dP - delta) with P ~ 1), so their error is
 // bounded relative to the natural gradient scale max|dv| = O(1) rather than to their own tiny size.
-TEST_P(GsaCpuTarget, ExtremeScoresStayFiniteAndCorrect) {
-  const PinTarget pin(GetParam());
+TEST(GsaCpu, ExtremeScoresStayFiniteAndCorrect) {
   for (bool causal : {false, true}) {
     const GsaCase c{"window", {{"w", 7}}, 50, causal, 16, 2, 1, false};
     const Graph g = build_pattern("window", c.n, causal, c.params);
@@ -210,22 +102,23 @@ TEST_P(GsaCpuTarget, ExtremeScoresStayFiniteAndCorrect) {
     double max_score_gap = 0.0;
     for (double l : ref.lse) max_score_gap = std::max(max_score_gap, std::fabs(l));
     EXPECT_GT(max_score_gap, 5e3) << "the inputs should produce scores of order 1e4";
-    const CpuRun<float> run = run_cpu<float>(g, p, d_o);
-    for (float x : run.o) ASSERT_TRUE(std::isfinite(x));
-    for (float x : run.dq) ASSERT_TRUE(std::isfinite(x));
-    for (float x : run.dk) ASSERT_TRUE(std::isfinite(x));
-    for (float x : run.dv) ASSERT_TRUE(std::isfinite(x));
-    EXPECT_LE(max_abs_diff(widen(run.o), ref.o), 1e-5 * std::max(1.0, max_abs(ref.o))) << c.id();
-    const double grad_scale = max_abs(ref.dv);
-    EXPECT_LE(max_abs_diff(widen(run.dv), ref.dv), 1e-4 * grad_scale) << c.id();
-    EXPECT_LE(max_abs_diff(widen(run.dq), ref.dq), 1e-4 * grad_scale) << c.id();
-    EXPECT_LE(max_abs_diff(widen(run.dk), ref.dk), 1e-4 * grad_scale) << c.id();
+    for (const GsaBackend* backend : cpu_backends()) {
+      const GsaRunOutputs run = run_fp32(*backend, g, p, d_o);
+      const std::string where = c.id() + " " + backend->name();
+      for (const std::vector<double>* x : {&run.o, &run.dq, &run.dk, &run.dv}) {
+        for (double e : *x) ASSERT_TRUE(std::isfinite(e)) << where;
+      }
+      EXPECT_LE(max_abs_diff(run.o, ref.o), 1e-5 * std::max(1.0, max_abs(ref.o))) << where;
+      const double grad_scale = max_abs(ref.dv);
+      EXPECT_LE(max_abs_diff(run.dv, ref.dv), 1e-4 * grad_scale) << where;
+      EXPECT_LE(max_abs_diff(run.dq, ref.dq), 1e-4 * grad_scale) << where;
+      EXPECT_LE(max_abs_diff(run.dk, ref.dk), 1e-4 * grad_scale) << where;
+    }
   }
 }
 
 // A node with no sources (a span node nobody feeds) outputs zeros, lse = -inf, and gets zero gradients.
-TEST_P(GsaCpuTarget, EmptyRowOutputsZero) {
-  const PinTarget pin(GetParam());
+TEST(GsaCpu, EmptyRowOutputsZero) {
   GraphBuilder b(3, false);
   const uint16_t self = b.relation("self");
   const uint16_t up = b.relation("span");
@@ -240,57 +133,86 @@ TEST_P(GsaCpuTarget, EmptyRowOutputsZero) {
   const RefProblem p = make_problem(c, g);
   const std::vector<double> d_o = make_d_o(c, g);
   const RefResult ref = reference_attention(p, DenseMask(g), d_o);
-  const CpuRun<float> run = run_cpu<float>(g, p, d_o);
-  for (int64_t bb = 0; bb < 2; ++bb) {
-    for (int64_t h = 0; h < 2; ++h) {
-      EXPECT_TRUE(std::isinf(run.lse[(bb * 4 + span) * 2 + h]) && run.lse[(bb * 4 + span) * 2 + h] < 0);
-      for (int64_t d = 0; d < 8; ++d) EXPECT_EQ(run.o[((bb * 4 + span) * 2 + h) * 8 + d], 0.0f);
+  for (const GsaBackend* backend : cpu_backends()) {
+    const GsaRunOutputs run = run_fp32(*backend, g, p, d_o);
+    for (int64_t bb = 0; bb < 2; ++bb) {
+      for (int64_t h = 0; h < 2; ++h) {
+        const double lse = run.lse[(bb * 4 + span) * 2 + h];
+        EXPECT_TRUE(std::isinf(lse) && lse < 0) << backend->name();
+        for (int64_t d = 0; d < 8; ++d) EXPECT_EQ(run.o[((bb * 4 + span) * 2 + h) * 8 + d], 0.0) << backend->name();
+      }
     }
+    EXPECT_EQ(compare_run(ref, run, gsa_dtype_rows().front()), "") << backend->name();
   }
-  EXPECT_EQ(compare_with_reference(ref, widen(run.o), widen(run.dq), widen(run.dk), widen(run.dv), widen(run.d_rel),
-                                   {1e-5, 1e-4}),
-            "");
 }
 
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
-template <typename T>
-void expect_same_bits(const CpuRun<T>& a, const CpuRun<T>& b, const std::string& what) {
-  EXPECT_TRUE(same_bits(a.o, b.o)) << what << " o";
-  EXPECT_TRUE(same_bits(a.lse, b.lse)) << what << " lse";
-  EXPECT_TRUE(same_bits(a.dq, b.dq)) << what << " dq";
-  EXPECT_TRUE(same_bits(a.dk, b.dk)) << what << " dk";
-  EXPECT_TRUE(same_bits(a.dv, b.dv)) << what << " dv";
-  EXPECT_TRUE(same_bits(a.d_rel, b.d_rel)) << what << " d_rel";
-}
-
-// Runs f with 1 thread, then twice with 2, and checks that all three give the same bits.
-template <typename F>
-void expect_thread_independent(F&& f, const std::string& what) {
-  const int saved_threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = f();
-  omp_set_num_threads(2);
-  const auto two = f();
-  const auto again = f();
-  omp_set_num_threads(saved_threads);
-  expect_same_bits(one, two, what + " (1 vs 2 threads)");
-  expect_same_bits(two, again, what + " (two runs)");
-}
-
-// Repeated runs and 1 vs 2 threads give identical bits for every output, d_rel_emb included.
-TEST_P(GsaCpuTarget, BitwiseIdenticalAcrossRunsAndThreads) {
-  const PinTarget pin(GetParam());
+// On every CPU backend, repeated runs and 1 vs 2 threads give identical bits for every output, d_rel_emb
+// included (fp32 results widened to double, which keeps equal bits equal and different bits different).
+TEST(GsaCpu, BitwiseIdenticalAcrossRunsAndThreads) {
   for (const std::string name : pattern_names()) {
     const AttentionPattern& pat = find_pattern(name);
     const GsaCase c{name, small_params(pat), 1025, pat.supports_causal(), 59, 3, 2, true};
     const Graph& g = case_graph(c);
     const RefProblem p = make_problem(c, g);
     const std::vector<double> d_o = make_d_o(c, g);
-    expect_thread_independent([&] { return run_cpu<float>(g, p, d_o); }, c.id() + " on " + GetParam());
+    for (const GsaBackend* backend : cpu_backends()) {
+      const std::string where = c.id() + " " + backend->name();
+      const int saved_threads = omp_get_max_threads();
+      omp_set_num_threads(1);
+      const GsaRunOutputs one = run_fp32(*backend, g, p, d_o);
+      omp_set_num_threads(2);
+      const GsaRunOutputs two = run_fp32(*backend, g, p, d_o);
+      const GsaRunOutputs again = run_fp32(*backend, g, p, d_o);
+      omp_set_num_threads(saved_threads);
+      for (const GsaRunOutputs* other : {&two, &again}) {
+        EXPECT_TRUE(same_bits(one.o, other->o)) << where << " o";
+        EXPECT_TRUE(same_bits(one.lse, other->lse)) << where << " lse";
+        EXPECT_TRUE(same_bits(one.dq, other->dq)) << where << " dq";
+        EXPECT_TRUE(same_bits(one.dk, other->dk)) << where << " dk";
+        EXPECT_TRUE(same_bits(one.dv, other->dv)) << where << " dv";
+        EXPECT_TRUE(same_bits(one.d_rel, other->d_rel)) << where << " d_rel";
+      }
+    }
+  }
+}
+
+// Tests run once per CPU backend (parameter: the backend; test names end with its target, e.g. .../AVX2).
+class GsaCpuTarget : public ::testing::TestWithParam<const GsaBackend*> {
+ protected:
+  const GsaBackend& backend() const { return *GetParam(); }
+  std::string where() const { return backend().name(); }
+  GsaRunOutputs run(const Graph& g, const RefProblem& p, const std::vector<double>& d_o, GsaDtype dtype) const {
+    HostMemory mem;
+    return run_on_backend(backend(), g, p, d_o, dtype, mem);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(AllTargets, GsaCpuTarget, ::testing::ValuesIn(cpu_backends()),
+                         [](const ::testing::TestParamInfo<const GsaBackend*>& info) {
+                           return info.param->name().substr(4);  // "cpu:AVX2" -> "AVX2"
+                         });
+
+// Runs f with 1 thread, then twice with 2, and checks that all three give the same bits.
+template <typename F>
+void expect_thread_independent(F&& f, const std::string& what) {
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const GsaRunOutputs one = f();
+  omp_set_num_threads(2);
+  const GsaRunOutputs two = f();
+  const GsaRunOutputs again = f();
+  omp_set_num_threads(saved_threads);
+  for (const GsaRunOutputs* other : {&two, &again}) {
+    EXPECT_TRUE(same_bits(one.o, other->o)) << what << " o";
+    EXPECT_TRUE(same_bits(one.lse, other->lse)) << what << " lse";
+    EXPECT_TRUE(same_bits(one.dq, other->dq)) << what << " dq";
+    EXPECT_TRUE(same_bits(one.dk, other->dk)) << what << " dk";
+    EXPECT_TRUE(same_bits(one.dv, other->dv)) << what << " dv";
+    EXPECT_TRUE(same_bits(one.d_rel, other->d_rel)) << what << " d_rel";
   }
 }
 
@@ -298,7 +220,7 @@ TEST_P(GsaCpuTarget, BitwiseIdenticalAcrossRunsAndThreads) {
 // than the rest and run as pieces merged in a fixed order; results match the reference and do not depend on
 // the thread count.
 TEST_P(GsaCpuTarget, HeavyRowsAndSourcesSplitMatchReference) {
-  const PinTarget pin(GetParam());
+  const GsaBackendScope scope(backend());
   const int64_t n = 3000;
   GraphBuilder b(n, false);
   const uint16_t self = b.relation("self");
@@ -321,17 +243,12 @@ TEST_P(GsaCpuTarget, HeavyRowsAndSourcesSplitMatchReference) {
     const RefProblem p = make_problem(c, g);
     const std::vector<double> d_o = make_d_o(c, g);
     const RefResult ref = reference_attention(p, DenseMask(g), d_o);
-    const CpuRun<float> run = run_cpu<float>(g, p, d_o);
-    EXPECT_EQ(compare_with_reference(ref, widen(run.o), widen(run.dq), widen(run.dk), widen(run.dv),
-                                     widen(run.d_rel), {1e-5, 1e-4}),
-              "")
-        << c.id() << " on " << GetParam();
-    const CpuRun<double> run64 = run_cpu<double>(g, p, d_o);
-    EXPECT_EQ(compare_with_reference(ref, widen(run64.o), widen(run64.dq), widen(run64.dk), widen(run64.dv),
-                                     widen(run64.d_rel), {1e-11, 1e-9}),
-              "")
-        << c.id() << " fp64 on " << GetParam();
-    expect_thread_independent([&] { return run_cpu<float>(g, p, d_o); }, c.id() + " on " + GetParam());
+    for (const GsaDtypeRows& rows : gsa_dtype_rows()) {
+      if (rows.dtype != GsaDtype::f32 && rows.dtype != GsaDtype::f64) continue;  // the CPU kernels' dtypes
+      EXPECT_EQ(compare_run(ref, run(g, p, d_o, rows.dtype), rows), "")
+          << c.id() << " " << gsa_dtype_name(rows.dtype) << " on " << where();
+    }
+    expect_thread_independent([&] { return run(g, p, d_o, GsaDtype::f32); }, c.id() + " on " + where());
   }
 }
 
@@ -339,7 +256,7 @@ TEST_P(GsaCpuTarget, HeavyRowsAndSourcesSplitMatchReference) {
 // arguments past the largest finite result -> +inf, -inf and large negative arguments -> 0; tails shorter than a
 // vector included (n = 37).
 TEST_P(GsaCpuTarget, VectorExpIsDefinedForEveryInput) {
-  const PinTarget pin(GetParam());
+  const GsaBackendScope scope(backend());
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> xs = {0.0, 1.0, -1.0, 0.5, -0.34657, 0.34657, 10.0, -10.0, 80.0, -80.0, -86.9, 88.0,
                             -87.5, -100.0, -1e4, -1e30, -inf, 1e4, 1e30, inf, nan, -nan};
@@ -352,7 +269,7 @@ TEST_P(GsaCpuTarget, VectorExpIsDefinedForEveryInput) {
   gsa_cpu_exp(g.data(), static_cast<int64_t>(g.size()));
   for (size_t i = 0; i < xs.size(); ++i) {
     const double x = xs[i];
-    const std::string at = "exp(" + std::to_string(x) + ") on " + GetParam();
+    const std::string at = "exp(" + std::to_string(x) + ") on " + where();
     if (std::isnan(x)) {
       EXPECT_TRUE(std::isnan(f[i])) << at << " fp32: " << f[i];
       EXPECT_TRUE(std::isnan(g[i])) << at << " fp64: " << g[i];
@@ -374,7 +291,7 @@ TEST_P(GsaCpuTarget, VectorExpIsDefinedForEveryInput) {
 // Non-finite scores reach the softmax through the kernels without undefined behaviour: a NaN query makes its
 // rows NaN and leaves the other rows exact; an infinite query does the same through inf - inf.
 TEST_P(GsaCpuTarget, NonFiniteScoresStayConfined) {
-  const PinTarget pin(GetParam());
+  const GsaBackendScope scope(backend());
   const GsaCase c{"window", {{"w", 3}}, 40, true, 16, 1, 1, false};
   const Graph g = build_pattern("window", c.n, c.causal, c.params);
   for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
@@ -382,14 +299,14 @@ TEST_P(GsaCpuTarget, NonFiniteScoresStayConfined) {
     const RefResult clean = reference_attention(p, DenseMask(g), {});
     const int64_t row = 20;
     p.q[static_cast<size_t>(row * c.D)] = bad;
-    const CpuRun<float> run = run_cpu<float>(g, p, {});
+    const GsaRunOutputs out = run(g, p, {}, GsaDtype::f32);
     for (int64_t u = 0; u < c.n; ++u) {
       for (int64_t d = 0; d < c.D; ++d) {
-        const float x = run.o[static_cast<size_t>(u * c.D + d)];
+        const double x = out.o[static_cast<size_t>(u * c.D + d)];
         if (u == row) {
-          EXPECT_TRUE(std::isnan(x)) << "row " << u << " with q = " << bad << " on " << GetParam();
+          EXPECT_TRUE(std::isnan(x)) << "row " << u << " with q = " << bad << " on " << where();
         } else {
-          EXPECT_NEAR(x, clean.o[static_cast<size_t>(u * c.D + d)], 1e-5) << "row " << u << " on " << GetParam();
+          EXPECT_NEAR(x, clean.o[static_cast<size_t>(u * c.D + d)], 1e-5) << "row " << u << " on " << where();
         }
       }
     }
@@ -452,6 +369,128 @@ TEST(GsaCpu, RejectsHalfPrecision) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "graph_attention forward: the CPU kernels support float32 and float64 only");
   }
+}
+
+// The registry lists one CPU backend per CPU target, best first, and the active target serves the CPU.
+TEST(GsaBackends, OneCpuBackendPerTarget) {
+  const std::vector<std::string> targets = gsa_cpu_targets();
+  const std::vector<const GsaBackend*> cpu = cpu_backends();
+  ASSERT_EQ(cpu.size(), targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) EXPECT_EQ(cpu[i]->name(), "cpu:" + targets[i]);
+  ASSERT_NE(gsa_backend_for(GsaDevice::cpu), nullptr);
+  EXPECT_EQ(gsa_backend_for(GsaDevice::cpu)->name(), "cpu:" + gsa_cpu_target());
+  std::set<std::string> names;
+  for (const GsaBackend* b : gsa_backends()) EXPECT_TRUE(names.insert(b->name()).second) << b->name();
+  EXPECT_EQ(find_gsa_backend("cpu:no-such-target"), nullptr);  // pinning such a target: PinningSelectsAndRejects
+}
+
+// A scope sends calls on the CPU to one backend and gives the previous target back.
+TEST(GsaBackends, ScopeSelectsTheBackendAndRestores) {
+  const std::string before = gsa_cpu_target();
+  for (const GsaBackend* b : cpu_backends()) {
+    {
+      const GsaBackendScope scope(*b);
+      EXPECT_EQ(gsa_backend_for(GsaDevice::cpu), b);
+    }
+    EXPECT_EQ(gsa_cpu_target(), before);
+  }
+}
+
+// Half types are refused with the reason, by the support answer and by the calls themselves.
+TEST(GsaBackends, CpuRefusesHalfTypesWithTheReason) {
+  GsaParams p;
+  p.B = p.N = p.H = 1;
+  p.D = 16;
+  for (const GsaBackend* b : cpu_backends()) {
+    p.dtype = GsaDtype::f32;
+    EXPECT_EQ(b->unsupported(p), "") << b->name();
+    p.dtype = GsaDtype::f64;
+    EXPECT_EQ(b->unsupported(p), "") << b->name();
+    for (GsaDtype half : {GsaDtype::f16, GsaDtype::bf16}) {
+      p.dtype = half;
+      const std::string why =
+          fmt::format("dtype {} (the CPU kernels take float32 and float64)", gsa_dtype_name(half));
+      EXPECT_EQ(b->unsupported(p), why);
+      expect_error([&] { b->forward(p, nullptr); }, "graph_attention: " + b->name() + " does not support " + why);
+      expect_error([&] { b->backward(p, nullptr); }, "graph_attention: " + b->name() + " does not support " + why);
+    }
+  }
+}
+
+// The backward refuses a workspace smaller than it asked for, before touching any pointer.
+TEST(GsaBackends, BackwardChecksItsWorkspace) {
+  const float dummy = 0.0f;
+  GsaParams p;
+  p.B = 2;
+  p.N = 40;
+  p.H = 3;
+  p.D = 16;
+  p.R = 5;
+  p.rel_emb = &dummy;
+  p.delta = const_cast<float*>(&dummy);
+  for (const GsaBackend* b : cpu_backends()) {
+    const GsaWorkspace need = b->backward_workspace(p);
+    EXPECT_EQ(need.delta_bytes, 2 * 40 * 3 * 4) << b->name();
+    ASSERT_GT(need.workspace_bytes, 0) << b->name();
+    p.workspace_bytes = need.workspace_bytes - 1;
+    expect_error([&] { b->backward(p, nullptr); },
+                 fmt::format("graph_attention backward on {}: needs delta and a workspace of {} bytes, got {}", b->name(),
+                             need.workspace_bytes, need.workspace_bytes - 1));
+  }
+}
+
+// From the destination CSR alone, the host preparation rebuilds the pattern graph's transpose, and groups
+// every edge under its relation in ascending order with its destination.
+TEST(GsaHostGraph, FromCsrMatchesPatternGraph) {
+  for (const std::string& name : pattern_names()) {
+    const AttentionPattern& pat = find_pattern(name);
+    const Graph g = build_pattern(name, 97, pat.supports_causal(), small_params(pat));
+    const GsaHostGraph a(g);
+    const GsaHostGraph b(g.row_ptr, g.col, std::vector<int32_t>(g.rel.begin(), g.rel.end()), g.n_relations());
+    EXPECT_EQ(b.n_nodes, g.n_nodes()) << name;
+    EXPECT_EQ(b.n_relations, g.n_relations()) << name;
+    EXPECT_EQ(b.t_row_ptr, g.t_row_ptr) << name;
+    EXPECT_EQ(b.t_col, g.t_col) << name;
+    EXPECT_EQ(b.t_edge, g.t_edge) << name;
+    EXPECT_EQ(a.rel_ptr, b.rel_ptr) << name;
+    EXPECT_EQ(a.rel_edge, b.rel_edge) << name;
+    EXPECT_EQ(a.rel_dst, b.rel_dst) << name;
+    ASSERT_EQ(b.rel_ptr.size(), static_cast<size_t>(g.n_relations() + 1)) << name;
+    ASSERT_EQ(b.rel_ptr.back(), g.n_edges()) << name;
+    for (int64_t r = 0; r < g.n_relations(); ++r) {
+      for (int64_t i = b.rel_ptr[r]; i < b.rel_ptr[r + 1]; ++i) {
+        const int32_t e = b.rel_edge[i], u = b.rel_dst[i];
+        EXPECT_EQ(b.rel[e], r) << name;
+        EXPECT_TRUE(e >= g.row_ptr[u] && e < g.row_ptr[u + 1]) << name << " edge " << e;
+        if (i > b.rel_ptr[r]) EXPECT_LT(b.rel_edge[i - 1], e) << name;
+      }
+    }
+  }
+  // n_relations grows to cover every relation id
+  EXPECT_EQ(GsaHostGraph({0, 1, 2}, {0, 1}, {0, 6}, 2).n_relations, 7);
+}
+
+TEST(GsaHostGraph, RejectsBadCsrByName) {
+  expect_error([] { GsaHostGraph({}, {}, {}, 0); }, "graph: row_ptr must have n_nodes + 1 >= 1 entries");
+  expect_error([] { GsaHostGraph({0, 1, 3}, {0, 1}, {0, 0}, 0); }, "graph: row_ptr must run from 0 to E = 2");
+  expect_error([] { GsaHostGraph({0, 2, 1, 2}, {0, 1}, {0, 0}, 0); }, "graph: row_ptr decreases at node 1");
+  expect_error([] { GsaHostGraph({0, 1, 2}, {0, 5}, {0, 0}, 0); }, "graph: col[1] = 5 outside [0, 2)");
+  expect_error([] { GsaHostGraph({0, 1, 2}, {0, -1}, {0, 0}, 0); }, "graph: col[1] = -1 outside [0, 2)");
+  expect_error([] { GsaHostGraph({0, 1, 2}, {0, 1}, {-3, 0}, 0); }, "graph: rel[0] = -3 outside [0, 65535)");
+  expect_error([] { GsaHostGraph({0, 1, 2}, {0, 1}, {0}, 0); }, "graph: rel must have one entry per edge (2), got 1");
+  expect_error([] { GsaHostGraph({0, 1, 2}, {0, 1}, {0, 0}, 70000); }, "graph: n_relations = 70000 exceeds 65535");
+}
+
+// Every host preparation is counted once (the op's tests count the preparations its calls make: none).
+TEST(GsaHostGraph, CountsPreparations) {
+  const Graph g = build_pattern("window", 20, false, {{"w", 3}});
+  const int64_t before = GsaHostGraph::preparations();
+  const GsaHostGraph a(g);
+  EXPECT_EQ(GsaHostGraph::preparations(), before + 1);
+  const GsaHostGraph b(a.row_ptr, a.col, a.rel, 0);
+  EXPECT_EQ(GsaHostGraph::preparations(), before + 2);
+  (void)a.view();
+  EXPECT_EQ(GsaHostGraph::preparations(), before + 2);
 }
 
 }  // namespace

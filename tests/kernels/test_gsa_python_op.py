@@ -1,4 +1,5 @@
-# Python test of torch.ops.sparsebench.graph_attention: forward and gradients against plain PyTorch.
+# Python test of torch.ops.sparsebench: a graph prepared once (prepare_graph), graph_attention's forward and
+# gradients against plain PyTorch, no host preparation per call, and the input check.
 # Usage: test_gsa_python_op.py path/to/libsparsebench_ops.so   (exit 77 = skipped, no torch importable)
 import sys
 
@@ -10,25 +11,15 @@ except ImportError as exc:
 
 
 def window_graph(n, left, right):
-    """CSR by destination and by source of a window pattern, with clipped-distance relations."""
+    """CSR by destination of a window pattern, with clipped-distance relations."""
     rows = [[j for j in range(max(0, i - left), min(n, i + right + 1))] for i in range(n)]
     row_ptr, col, rel = [0], [], []
     for i, srcs in enumerate(rows):
         col += srcs
         rel += [max(-4, min(4, i - j)) + 4 for j in srcs]
         row_ptr.append(len(col))
-    t_lists = [[] for _ in range(n)]
-    for i in range(n):
-        for e in range(row_ptr[i], row_ptr[i + 1]):
-            t_lists[col[e]].append((i, e))
-    t_row_ptr, t_col, t_edge = [0], [], []
-    for lst in t_lists:
-        t_col += [u for u, _ in lst]
-        t_edge += [e for _, e in lst]
-        t_row_ptr.append(len(t_col))
-    i64, i32 = torch.int64, torch.int32
-    return (torch.tensor(row_ptr, dtype=i64), torch.tensor(col, dtype=i32), torch.tensor(rel, dtype=i32),
-            torch.tensor(t_row_ptr, dtype=i64), torch.tensor(t_col, dtype=i32), torch.tensor(t_edge, dtype=i32))
+    return (torch.tensor(row_ptr, dtype=torch.int64), torch.tensor(col, dtype=torch.int32),
+            torch.tensor(rel, dtype=torch.int32))
 
 
 def reference(q, k, v, rel_emb, graph):
@@ -52,15 +43,20 @@ def reference(q, k, v, rel_emb, graph):
 
 def main():
     torch.ops.load_library(sys.argv[1])
+    ops = torch.ops.sparsebench
     torch.manual_seed(0)
     graph = window_graph(23, 3, 2)
+    before = ops.graph_preparations()
+    prepared = ops.prepare_graph(*graph, 9)
+    assert ops.graph_preparations() == before + 1
+    assert (prepared.n_nodes(), prepared.n_edges(), prepared.n_relations()) == (23, len(graph[1]), 9)
     for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-4)):
         for with_rel in (False, True):
             q, k, v = (torch.randn(2, 23, 3, 8, dtype=dtype, requires_grad=True) for _ in range(3))
             rel_emb = torch.randn(9, 8, dtype=dtype, requires_grad=True) if with_rel else None
             d_o = torch.randn(2, 23, 3, 8, dtype=dtype)
             inputs = [q, k, v] + ([rel_emb] if with_rel else [])
-            out = torch.ops.sparsebench.graph_attention(q, k, v, rel_emb, *graph)
+            out = ops.graph_attention(q, k, v, rel_emb, prepared)
             grads = torch.autograd.grad((out * d_o).sum(), inputs)
             ref = reference(q, k, v, rel_emb, graph)
             ref_grads = torch.autograd.grad((ref * d_o).sum(), inputs)
@@ -69,13 +65,22 @@ def main():
             for name, g, rg in zip("qkvr", grads, ref_grads):
                 gerr = ((g - rg).abs().max() / rg.abs().max()).item()
                 assert gerr < tol, f"d{name} relative error {gerr} (dtype {dtype}, rel {with_rel})"
+    with torch.no_grad():
+        q = torch.randn(1, 23, 2, 8)
+        for _ in range(1000):
+            ops.graph_attention(q, q, q, None, prepared)
+    assert ops.graph_preparations() == before + 1, "a call prepared the graph again"
     try:
-        torch.ops.sparsebench.graph_attention(torch.randn(1, 5, 1, 8), torch.randn(1, 5, 1, 8),
-                                              torch.randn(1, 5, 1, 8), None, *graph)
+        ops.graph_attention(torch.randn(1, 5, 1, 8), torch.randn(1, 5, 1, 8), torch.randn(1, 5, 1, 8), None, prepared)
         raise AssertionError("a graph for another length must be rejected")
     except RuntimeError as exc:
         assert "q must have shape (B, N, H, D) with N = 23 graph nodes, got (1, 5, 1, 8)" in str(exc), str(exc)
-    print("python op: forward, gradients and input check OK")
+    try:
+        ops.prepare_graph(graph[0], graph[1] + 100, graph[2])
+        raise AssertionError("a source outside the graph must be rejected")
+    except RuntimeError as exc:
+        assert "graph: col[0] = 100 outside [0, 23)" in str(exc), str(exc)
+    print("python op: forward, gradients, one preparation for 1000 calls, input checks OK")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,42 @@
+// The CUDA backend: support answers (head dimension), workspace sizes and the launchers of gsa_cuda.h.
+#include "kernels/cuda/gsa_cuda_backend.h"
+
+#include <string>
+
+#include "kernels/cuda/gsa_cuda.h"
+#include "patterns/error.h"
+
+namespace sb {
+
+namespace {
+
+class CudaBackend final : public GsaBackend {
+ public:
+  std::string name() const override { return "cuda"; }
+  GsaDevice device() const override { return GsaDevice::cuda; }
+  std::string unsupported(const GsaParams& p) const override {
+    if (p.D < 1 || p.D > kGsaCudaMaxD) {
+      return "head dimension D = " + std::to_string(p.D) + " (the CUDA kernels take 1 to " +
+             std::to_string(kGsaCudaMaxD) + ")";
+    }
+    return "";
+  }
+  GsaWorkspace backward_workspace(const GsaParams& p) const override {
+    const int64_t acc_bytes = p.dtype == GsaDtype::f64 ? 8 : 4;
+    return {gsa_cuda_delta_elems(p) * acc_bytes, gsa_cuda_workspace_bytes(p)};
+  }
+  void forward(const GsaParams& p, void* stream) const override {
+    gsa_require_supported(*this, p);
+    gsa_forward_cuda(p, stream);
+  }
+  void backward(const GsaParams& p, void* stream) const override {
+    gsa_require_supported(*this, p);
+    gsa_backward_cuda(p, stream);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GsaBackend> make_gsa_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace sb

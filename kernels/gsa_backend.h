@@ -1,0 +1,69 @@
+// GsaBackend: one implementation of the graph-attention kernels (a CPU SIMD target, CUDA) behind one
+// interface, and the registry of every backend this build and machine offer. Plain C++, no LibTorch.
+// Adding a backend: a GsaBackend subclass and one line in gsa_backends() (kernels/gsa_backend.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/gsa_params.h"
+#include "patterns/error.h"
+
+namespace sb {
+
+enum class GsaDevice : uint8_t { cpu, cuda };
+const char* gsa_device_name(GsaDevice device);  // "cpu", "cuda"
+const char* gsa_dtype_name(GsaDtype dtype);     // "float32", "float64", "float16", "bfloat16"
+
+// Backward workspaces one call needs, in bytes, on the backend's device (see GsaParams::delta, ::workspace).
+struct GsaWorkspace {
+  int64_t delta_bytes = 0;
+  int64_t workspace_bytes = 0;
+};
+
+class GsaBackend {
+ public:
+  virtual ~GsaBackend() = default;
+  // e.g. "cpu:AVX2", "cpu:generic", "cuda"
+  virtual std::string name() const = 0;
+  virtual GsaDevice device() const = 0;
+  // "" when this backend runs the call p describes (dtype, shapes, head dimension; pointers are not read),
+  // else why not, e.g. "dtype float16 (the CPU kernels take float32 and float64)".
+  virtual std::string unsupported(const GsaParams& p) const = 0;
+  virtual GsaWorkspace backward_workspace(const GsaParams& p) const = 0;
+  // Every pointer in p lives on device(); stream is the device's queue (a cudaStream_t on CUDA, nullptr for
+  // the default one; ignored on the CPU). Both throw sb::Error with the reason when unsupported(p) is not "".
+  // forward: o [B, N, H, D] and lse [B, N, H]; backward: dq, dk, dv, d_rel_emb with p.delta and p.workspace
+  // of backward_workspace(p).
+  virtual void forward(const GsaParams& p, void* stream) const = 0;
+  virtual void backward(const GsaParams& p, void* stream) const = 0;
+};
+
+// Every backend of this build and machine: one per CPU target (best first), then CUDA when built.
+const std::vector<const GsaBackend*>& gsa_backends();
+// The backend named `name`, or nullptr.
+const GsaBackend* find_gsa_backend(const std::string& name);
+// The backend calls on `device` use: the active CPU target (gsa_cpu_target()) or CUDA; nullptr when this
+// build has none for the device.
+const GsaBackend* gsa_backend_for(GsaDevice device);
+// Makes `b` the backend gsa_backend_for(b.device()) returns while it lives (a CPU backend pins its target
+// and the previous one comes back after); how a caller, e.g. a test, sends the op to one backend.
+class GsaBackendScope {
+ public:
+  explicit GsaBackendScope(const GsaBackend& b);
+  ~GsaBackendScope();
+  GsaBackendScope(const GsaBackendScope&) = delete;
+  GsaBackendScope& operator=(const GsaBackendScope&) = delete;
+
+ private:
+  std::string saved_cpu_target_;  // empty when nothing was pinned
+};
+
+// Throws sb::Error "graph_attention: <backend> does not support <reason>" when b cannot run p.
+inline void gsa_require_supported(const GsaBackend& b, const GsaParams& p) {
+  const std::string why = b.unsupported(p);
+  if (!why.empty()) throw Error("graph_attention: " + b.name() + " does not support " + why);
+}
+
+}  // namespace sb

@@ -9,8 +9,7 @@
 #include <fmt/format.h>
 
 #include "kernels/torch/graph_attention_op.h"
-#include "kernels/torch/memory_tracker.h"
-#include "patterns/error.h"
+#include "common/error.h"
 #include "tests/kernels/gsa_cases.h"
 
 namespace sb::test {
@@ -238,23 +237,6 @@ TEST(GsaOp, TorchLibraryOpMatchesDirectCall) {
   const auto expect_grads = torch::autograd::grad({expect.sum()}, {q, rel});
   EXPECT_TRUE(torch::equal(grads[0], expect_grads[0]));
   EXPECT_TRUE(torch::equal(grads[1], expect_grads[1]));
-}
-
-TEST(GsaOp, MemoryTrackerCountsTensorBytes) {
-  MemoryTracker::install();
-  EXPECT_TRUE(MemoryTracker::installed());
-  MemoryTracker::reset_peak();
-  const int64_t base = MemoryTracker::current_bytes();
-  {
-    torch::Tensor a = torch::empty({1 << 20}, torch::kFloat32);  // 4 MiB
-    EXPECT_EQ(MemoryTracker::current_bytes() - base, 4 << 20);
-    torch::Tensor b = torch::empty({1 << 18}, torch::kFloat32);  // 1 MiB
-    EXPECT_EQ(MemoryTracker::peak_bytes() - base, 5 << 20);
-  }
-  EXPECT_EQ(MemoryTracker::current_bytes(), base);
-  EXPECT_EQ(MemoryTracker::peak_bytes() - base, 5 << 20);
-  MemoryTracker::reset_peak();
-  EXPECT_EQ(MemoryTracker::peak_bytes(), base);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 
 namespace sb {
 
-void register_graph_benchmarks();   // harness/bench_graphs.cpp
-void register_kernel_benchmarks();  // harness/bench_kernels.cpp
+void register_graph_benchmarks();   // harness/measure/bench_graphs.cpp
+void register_kernel_benchmarks();  // harness/measure/bench_kernels.cpp
 
 }  // namespace sb

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/gsa_params.h"
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

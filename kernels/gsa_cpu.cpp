@@ -20,7 +20,7 @@
 #include "kernels/gsa_cpu_kernels.h"
 #include "kernels/gsa_math.h"
 #include "kernels/gsa_split_plan.h"
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

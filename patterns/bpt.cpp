@@ -1,7 +1,7 @@
 // bpt(k, clip): BP-Transformer's binary partitioning graph (Ye et al. 2019, §3.2 Algorithm 1, §3.4 relations).
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 #include "patterns/patterns.h"
 #include "patterns/tree.h"
 

@@ -1,14 +1,4 @@
-// sb::Error: the one exception type for bad input; its message is shown to the user as is.
+// Forwards to common/error.h, where sb::Error lives below every layer (kept for kernel sources that name this path).
 #pragma once
 
-#include <stdexcept>
-#include <string>
-
-namespace sb {
-
-class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
-};
-
-}  // namespace sb
+#include "common/error.h"

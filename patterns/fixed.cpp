@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include "patterns/csr_rows.h"
-#include "patterns/error.h"
+#include "common/error.h"
 #include "patterns/patterns.h"
 
 namespace sb {

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <numeric>
 
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

@@ -1,7 +1,7 @@
 // The pattern registry: one registration line per pattern, plus parameter resolution and checked building.
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 #include "patterns/pattern.h"
 #include "patterns/patterns.h"
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "harness/scenario/scenario.h"
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

@@ -16,15 +16,15 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "harness/blas.h"
-#include "harness/build_info.h"
-#include "harness/cli.h"
-#include "harness/model.h"
-#include "harness/trainer.h"
+#include "harness/measure/blas.h"
+#include "harness/measure/build_info.h"
+#include "harness/cli/cli.h"
+#include "harness/lm/model.h"
+#include "harness/lm/trainer.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
-#include "kernels/torch/memory_tracker.h"
-#include "patterns/error.h"
+#include "harness/measure/memory_tracker.h"
+#include "common/error.h"
 
 #if defined(SB_WITH_CUDA) && __has_include(<c10/cuda/CUDACachingAllocator.h>)
 #include <c10/cuda/CUDACachingAllocator.h>

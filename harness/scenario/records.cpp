@@ -18,7 +18,7 @@
 
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

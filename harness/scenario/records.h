@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "harness/scenario/scenario.h"
-#include "harness/sha256.h"
+#include "common/sha256.h"
 
 namespace sb {
 

@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "kernels/gsa_math.h"
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

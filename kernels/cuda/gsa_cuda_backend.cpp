@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kernels/cuda/gsa_cuda.h"
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

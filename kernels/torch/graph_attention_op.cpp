@@ -14,7 +14,7 @@
 #include "kernels/gsa_host_graph.h"
 #include "kernels/gsa_params.h"
 #include "kernels/torch/graph_attention_impl.h"
-#include "patterns/error.h"
+#include "common/error.h"
 
 // Linked in by name (sb_torch_ops' link options) so that a library or program that calls nothing here,
 // such as libsparsebench_ops.so, still carries the op's registrations.

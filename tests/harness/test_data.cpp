@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/data.h"
-#include "patterns/error.h"
+#include "harness/lm/data.h"
+#include "common/error.h"
 
 namespace {
 

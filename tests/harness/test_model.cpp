@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/cli.h"
-#include "harness/model.h"
-#include "patterns/error.h"
+#include "harness/cli/cli.h"
+#include "harness/lm/model.h"
+#include "common/error.h"
 #include "patterns/pattern.h"
 
 namespace {

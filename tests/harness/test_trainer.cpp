@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/trainer.h"
-#include "patterns/error.h"
+#include "harness/lm/trainer.h"
+#include "common/error.h"
 #include "tests/scenarios/temp_dir.h"  // remove_tree: fs::remove_all segfaulted with the pip LibTorch
 
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb::test {
 

@@ -19,7 +19,7 @@
 #include "kernels/gsa_cpu.h"
 #include "kernels/gsa_host_graph.h"
 #include "kernels/gsa_split_plan.h"
-#include "patterns/error.h"
+#include "common/error.h"
 #include "tests/kernels/expect_error.h"
 #include "tests/kernels/gsa_cases.h"
 

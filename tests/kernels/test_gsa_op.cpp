@@ -13,8 +13,7 @@
 #include "kernels/gsa_backend.h"
 #include "kernels/gsa_host_graph.h"
 #include "kernels/torch/graph_attention_op.h"
-#include "kernels/torch/memory_tracker.h"
-#include "patterns/error.h"
+#include "common/error.h"
 #include "tests/kernels/expect_error.h"
 #include "tests/kernels/gsa_cases.h"
 
@@ -341,23 +340,6 @@ TEST(GsaOp, InferenceModeUsesTheDeviceKernel) {
   c10::InferenceMode inference;
   const torch::Tensor o = graph_attention(q, q, q, {}, tg);
   EXPECT_TRUE(torch::equal(o, expect));
-}
-
-TEST(GsaOp, MemoryTrackerCountsTensorBytes) {
-  MemoryTracker::install();
-  EXPECT_TRUE(MemoryTracker::installed());
-  MemoryTracker::reset_peak();
-  const int64_t base = MemoryTracker::current_bytes();
-  {
-    torch::Tensor a = torch::empty({1 << 20}, torch::kFloat32);  // 4 MiB
-    EXPECT_EQ(MemoryTracker::current_bytes() - base, 4 << 20);
-    torch::Tensor b = torch::empty({1 << 18}, torch::kFloat32);  // 1 MiB
-    EXPECT_EQ(MemoryTracker::peak_bytes() - base, 5 << 20);
-  }
-  EXPECT_EQ(MemoryTracker::current_bytes(), base);
-  EXPECT_EQ(MemoryTracker::peak_bytes() - base, 5 << 20);
-  MemoryTracker::reset_peak();
-  EXPECT_EQ(MemoryTracker::peak_bytes(), base);
 }
 
 }  // namespace

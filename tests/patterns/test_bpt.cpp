@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 #include "patterns/pattern.h"
 #include "patterns/patterns.h"
 #include "pattern_test_util.h"

@@ -1,7 +1,7 @@
 // Smoke tests of the Graph container and the registry's error messages.
 #include <gtest/gtest.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 #include "patterns/pattern.h"
 
 using namespace sb;

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 #include "patterns/pattern.h"
 
 using namespace sb;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "harness/scenario/scenario.h"
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace {
 

@@ -24,7 +24,7 @@ flags=(-std=c++17 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
 sources=("$src/tests/scenarios/fuzz_scenario.cpp" "$src/harness/scenario/scenario.cpp" "$src/harness/scenario/expand.cpp")
 for f in "$src"/patterns/*.cpp; do sources+=("$f"); done
 # Recompile a source only when it or any header is newer than its object.
-newest_header=$(find "$src/patterns" "$src/harness/scenario" -name '*.h' -printf '%T@\n' | sort -n | tail -1)
+newest_header=$(find "$src/common" "$src/patterns" "$src/harness/scenario" -name '*.h' -printf '%T@\n' | sort -n | tail -1)
 objs=()
 pids=()
 for f in "${sources[@]}"; do

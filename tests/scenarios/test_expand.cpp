@@ -5,7 +5,7 @@
 #include <set>
 
 #include "harness/scenario/scenario.h"
-#include "patterns/error.h"
+#include "common/error.h"
 
 using namespace sb;
 

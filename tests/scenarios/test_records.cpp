@@ -6,7 +6,7 @@
 #include <map>
 
 #include "harness/scenario/records.h"
-#include "patterns/error.h"
+#include "common/error.h"
 #include "tests/scenarios/temp_dir.h"
 
 using namespace sb;

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/cli.h"
+#include "harness/cli/cli.h"
 #include "harness/scenario/records.h"
-#include "patterns/error.h"
+#include "common/error.h"
 #include "tests/scenarios/temp_dir.h"
 
 using namespace sb;

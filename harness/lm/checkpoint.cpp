@@ -1,5 +1,5 @@
 // Training checkpoints: a checksummed LibTorch archive written with temp file + fsync + rename.
-#include "harness/checkpoint.h"
+#include "harness/lm/checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
-#include "harness/data.h"
-#include "patterns/error.h"
+#include "harness/lm/data.h"
+#include "common/error.h"
 
 namespace sb {
 

@@ -1,5 +1,5 @@
 // BLAS set-up: OpenBLAS load-time settings with re-exec, BLAS thread count, and the BLAS description.
-#include "harness/blas.h"
+#include "harness/measure/blas.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

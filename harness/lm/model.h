@@ -9,7 +9,7 @@
 
 #include <torch/torch.h>
 
-#include "kernels/torch/fast_dropout.h"
+#include "harness/lm/fast_dropout.h"
 #include "kernels/torch/graph_attention_op.h"
 #include "patterns/pattern.h"
 

@@ -1,5 +1,5 @@
 // Trainer: AdamW with warm-up + cosine decay, clipping, periodic evaluation, atomic checkpoints and resume.
-#include "harness/trainer.h"
+#include "harness/lm/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,12 +12,12 @@
 #include <fmt/format.h>
 #include <torch/version.h>
 
-#include "harness/build_info.h"
-#include "harness/checkpoint.h"
-#include "harness/cli.h"
-#include "harness/data.h"
-#include "harness/op_profile.h"
-#include "patterns/error.h"
+#include "harness/measure/build_info.h"
+#include "harness/lm/checkpoint.h"
+#include "harness/cli/cli.h"
+#include "harness/lm/data.h"
+#include "harness/measure/op_profile.h"
+#include "common/error.h"
 
 namespace sb {
 

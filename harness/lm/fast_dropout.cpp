@@ -1,5 +1,5 @@
 // fast_dropout: hash-mask dropout as an autograd function (CPU; other devices fall back to torch::dropout).
-#include "kernels/torch/fast_dropout.h"
+#include "harness/lm/fast_dropout.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

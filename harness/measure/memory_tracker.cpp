@@ -1,5 +1,5 @@
 // sb::MemoryTracker: a c10::Allocator for kCPU that forwards to the previous one and keeps byte counters.
-#include "kernels/torch/memory_tracker.h"
+#include "harness/measure/memory_tracker.h"
 
 #include <atomic>
 #include <mutex>

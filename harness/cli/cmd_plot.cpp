@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/cli.h"
+#include "harness/cli/cli.h"
 #include "harness/scenario/records.h"
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

@@ -2,9 +2,9 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
-#include "harness/bench.h"
-#include "harness/cli.h"
-#include "patterns/error.h"
+#include "harness/measure/bench.h"
+#include "harness/cli/cli.h"
+#include "common/error.h"
 
 namespace sb {
 

@@ -3,17 +3,17 @@
 
 #include <fmt/format.h>
 
-#include "harness/build_info.h"
-#include "harness/cli.h"
+#include "harness/measure/build_info.h"
+#include "harness/cli/cli.h"
 #include "harness/scenario/measure.h"
 #include "harness/scenario/records.h"
 #include "harness/scenario/scenario.h"
-#include "kernels/torch/memory_tracker.h"
-#include "patterns/error.h"
+#include "harness/measure/memory_tracker.h"
+#include "common/error.h"
 
 namespace sb {
 
-int run_plot_script(const std::string& run_dir);  // harness/cmd_plot.cpp
+int run_plot_script(const std::string& run_dir);  // harness/cli/cmd_plot.cpp
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args args(argv, {"help", "dry-run", "resume", "no-plot"});

@@ -1,4 +1,4 @@
-// sparsebench: the command-line entry point; dispatches to the subcommands declared in harness/cli.h.
+// sparsebench: the command-line entry point; dispatches to the subcommands declared in harness/cli/cli.h.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/blas.h"
-#include "harness/cli.h"
-#include "patterns/error.h"
+#include "harness/measure/blas.h"
+#include "harness/cli/cli.h"
+#include "common/error.h"
 
 namespace {
 

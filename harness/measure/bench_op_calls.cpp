@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "harness/bench.h"
+#include "harness/measure/bench.h"
 #include "kernels/gsa_host_graph.h"
 #include "kernels/torch/graph_attention_op.h"
 #include "patterns/pattern.h"

@@ -1,5 +1,5 @@
 // SHA-256 (FIPS 180-4) of byte buffers, for data provenance, checkpoints and scenario hashes; no LibTorch.
-#include "harness/sha256.h"
+#include "common/sha256.h"
 
 #include <array>
 #include <cstring>

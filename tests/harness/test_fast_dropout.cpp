@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "kernels/torch/fast_dropout.h"
-#include "patterns/error.h"
+#include "harness/lm/fast_dropout.h"
+#include "common/error.h"
 
 namespace sb::test {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <ATen/Parallel.h>
 
-#include "harness/blas.h"
-#include "harness/cli.h"
+#include "harness/measure/blas.h"
+#include "harness/cli/cli.h"
 
 namespace sb {
 

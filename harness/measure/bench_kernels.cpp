@@ -21,11 +21,11 @@
 #include <fstream>
 #include <optional>
 
-#include "harness/bench.h"
+#include "harness/measure/bench.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
-#include "kernels/torch/memory_tracker.h"
-#include "patterns/error.h"
+#include "harness/measure/memory_tracker.h"
+#include "common/error.h"
 #include "patterns/pattern.h"
 
 namespace sb {

@@ -1,5 +1,5 @@
 // Byte-level enwik8 data: loading, the 90/5/5 split, SHA-256 provenance and window sampling.
-#include "harness/data.h"
+#include "harness/lm/data.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

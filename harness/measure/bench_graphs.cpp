@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "harness/bench.h"
+#include "harness/measure/bench.h"
 #include "patterns/pattern.h"
 #include "patterns/patterns.h"
 

@@ -1,6 +1,6 @@
 // OpProfile: RecordFunction start/end callbacks keep a per-thread stack of frames to turn nested operator
 // times into self times, summed per category.
-#include "harness/op_profile.h"
+#include "harness/measure/op_profile.h"
 
 #include <chrono>
 #include <cstring>
@@ -10,7 +10,7 @@
 
 #include <ATen/record_function.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/cli.h"
-#include "patterns/error.h"
+#include "harness/cli/cli.h"
+#include "common/error.h"
 #include "patterns/pattern.h"
 
 namespace sb {

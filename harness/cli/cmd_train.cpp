@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/cli.h"
-#include "harness/trainer.h"
-#include "patterns/error.h"
+#include "harness/cli/cli.h"
+#include "harness/lm/trainer.h"
+#include "common/error.h"
 
 namespace sb {
 

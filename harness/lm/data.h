@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "harness/sha256.h"
+#include "common/sha256.h"
 
 namespace sb {
 

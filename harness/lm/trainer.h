@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/model.h"
+#include "harness/lm/model.h"
 
 namespace sb {
 

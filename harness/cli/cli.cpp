@@ -1,9 +1,9 @@
 // Option parsing for the sparsebench subcommands.
-#include "harness/cli.h"
+#include "harness/cli/cli.h"
 
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

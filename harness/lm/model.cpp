@@ -1,11 +1,11 @@
 // LanguageModel: byte Transformer LM over a pattern graph (tokens + extra nodes), or the dense baseline.
-#include "harness/model.h"
+#include "harness/lm/model.h"
 
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "patterns/error.h"
+#include "common/error.h"
 
 namespace sb {
 

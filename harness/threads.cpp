@@ -4,13 +4,19 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 
 #include "harness/blas.h"
 #include "harness/cli.h"
+#include "harness/limits.h"
+#include "patterns/error.h"
 
 namespace sb {
 
 int set_cpu_threads(int threads) {
+  if (threads > kMaxThreads) {
+    throw Error(fmt::format("--threads: expected an integer in [0, {}] (0 = all cores), got {}", kMaxThreads, threads));
+  }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
   omp_set_num_threads(threads);

@@ -45,7 +45,7 @@ nlohmann::json export_json(const std::string& name, const Params& params, const 
 void announce_large_build(const std::string& name, int64_t n, bool causal, const Params& params) {
   constexpr int64_t kLarge = int64_t{1} << 20;
   if (n < kLarge) return;
-  const int64_t n1 = 4096, n2 = 8192;
+  const int64_t n1 = 1024, n2 = 2048;
   const GraphStats s1 = build_pattern(name, n1, causal, params).stats(0);
   const GraphStats s2 = build_pattern(name, n2, causal, params).stats(0);
   const double a = std::log(static_cast<double>(s2.n_edges) / std::max<int64_t>(1, s1.n_edges)) / std::log(2.0);

@@ -281,9 +281,9 @@ def checked_before_running(w):
 # 9. A huge graph says what it is about to take, or is refused naming --n when it cannot fit.
 @case
 def large_pattern_builds(w):
-    w.run(["pattern", "dense", "--n", "100000000"], 2, "--n 100000000", "GiB", timeout=60)
+    w.run(["pattern", "dense", "--n", "100000000"], 2, "--n 100000000", "GiB", timeout=180)
     w.run(["pattern", "window", "--n", "2000000", "--set", "w=2", "--causal"], 0, "building window at n=2000000",
-          "GiB", timeout=120)
+          "GiB", timeout=240)
     w.run(["pattern", "window", "--n", "0"], 2, "--n")
 
 

@@ -6,7 +6,9 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import TRAIN_TINY, Failure, kill_at_random, run, text_data, write  # noqa: E402
@@ -27,19 +29,27 @@ def metrics(d):
     return [strip(json.loads(line)) for line in open(os.path.join(d, "metrics.jsonl"))]
 
 
+def finish(cmd):
+    """Runs a resumed command to its end."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise Failure(f"the final resume failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-2000:]}")
+
+
 def training(b, work, rng, log):
     data = text_data(os.path.join(work, "text.bin"))
     args = ["--data", data] + TRAIN_TINY + ["--steps", "60", "--log-every", "4", "--checkpoint-every", "5",
                                             "--eval-every", "10", "--dropout", "0.1"]
     ref, cut = os.path.join(work, "ref"), os.path.join(work, "cut")
+    t0 = time.time()
     run(b, ["train", "--out", ref] + args, 0, timeout=300)
+    took = time.time() - t0  # kill moments scale with how fast this machine (or build) runs
 
     def cmd():
         resume = os.path.exists(os.path.join(cut, "checkpoint.pt"))
         return [b, "train", "--out", cut] + args + (["--resume"] if resume else ["--overwrite"])
-    kills = kill_at_random(cmd, rng, 6, 0.5, 4.0, log)
-    if not os.path.exists(os.path.join(cut, "result.json")):
-        run(b, ["train", "--out", cut, "--resume"] + args, 0, timeout=300)
+    kills = kill_at_random(cmd, rng, 6, 0.15 * took, 0.7 * took, log)
+    finish(cmd())  # resumed to the end (a kill may also land after the result, during a later resume)
     if metrics(ref) != metrics(cut):
         raise Failure(f"training metrics differ after {kills} kills ({log})")
     r1, r2 = (strip(json.load(open(os.path.join(d, "result.json")))) for d in (ref, cut))
@@ -57,13 +67,14 @@ def sweep(b, work, rng, log):
            "train": {"data": data, "steps": 12, "batch": 2, "eval_every": 6, "eval_bytes": 256}}
     s = write(os.path.join(work, "sweep.json"), json.dumps(doc))
     ref, cut = os.path.join(work, "sweep_ref"), os.path.join(work, "sweep_cut")
+    t0 = time.time()
     run(b, ["run", s, "--out", ref, "--no-plot"], 0, timeout=300)
+    took = time.time() - t0
 
     def cmd():
         return [b, "run", s, "--out", cut, "--no-plot"] + (["--resume"] if os.path.exists(cut) else [])
-    kills = kill_at_random(cmd, rng, 6, 0.5, 5.0, log)
-    if not os.path.exists(os.path.join(cut, "records.csv")):
-        run(b, ["run", s, "--out", cut, "--no-plot", "--resume"], 0, timeout=300)
+    kills = kill_at_random(cmd, rng, 6, 0.1 * took, 0.8 * took, log)
+    finish(cmd())
 
     def records(d):
         lines = open(os.path.join(d, "records.jsonl")).read().split("\n")

@@ -1,6 +1,9 @@
 // Option parsing for the sparsebench subcommands.
 #include "harness/cli/cli.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -22,7 +25,11 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& fl
     } else if (flags_.count(name)) {
       values_[name].push_back("1");
     } else {
-      if (i + 1 >= argv.size()) throw Error(fmt::format("option --{} needs a value", name));
+      if (i + 1 >= argv.size()) {
+        missing_value_ = name;  // an unknown name is the likelier mistake: check_known says which
+        values_[name];
+        continue;
+      }
       values_[name].push_back(argv[++i]);
     }
   }
@@ -30,6 +37,7 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& fl
 
 std::optional<std::string> Args::maybe(const std::string& name) const {
   auto it = values_.find(name);
+  if (name == missing_value_) throw Error(fmt::format("option --{} needs a value", name));
   if (it == values_.end()) return std::nullopt;
   return it->second.back();
 }
@@ -39,6 +47,7 @@ std::string Args::str(const std::string& name, const std::string& fallback) cons
 }
 
 std::vector<std::string> Args::all(const std::string& name) const {
+  if (name == missing_value_) throw Error(fmt::format("option --{} needs a value", name));
   auto it = values_.find(name);
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
@@ -46,14 +55,26 @@ std::vector<std::string> Args::all(const std::string& name) const {
 int64_t Args::integer(const std::string& name, int64_t fallback) const {
   auto v = maybe(name);
   if (!v) return fallback;
+  return parse_int_option(name, *v, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+}
+
+int64_t parse_int_option(const std::string& option, const std::string& value, int64_t lo, int64_t hi) {
   size_t used = 0;
   int64_t out = 0;
   try {
-    out = std::stoll(*v, &used);
+    out = std::stoll(value, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != v->size()) throw Error(fmt::format("--{}: expected an integer, got '{}'", name, *v));
+  if (used == 0 || used != value.size()) {
+    throw Error(fmt::format("--{}: expected an integer, got '{}'", option, value.substr(0, 60)));
+  }
+  if (out < lo || out > hi) {
+    if (hi == std::numeric_limits<int64_t>::max()) {
+      throw Error(fmt::format("--{}: expected an integer >= {}, got {}", option, lo, out));
+    }
+    throw Error(fmt::format("--{}: expected an integer in [{}, {}], got {}", option, lo, hi, out));
+  }
   return out;
 }
 
@@ -71,12 +92,41 @@ double Args::real(const std::string& name, double fallback) const {
   return out;
 }
 
-void Args::check_known(const std::set<std::string>& known) const {
-  for (const auto& [name, _] : values_) {
-    if (!known.count(name) && !flags_.count(name)) {
-      throw Error(fmt::format("unknown option --{}; see --help", name));
+namespace {
+
+// Edit distance, for "did you mean" (option names are short).
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
     }
   }
+  return row[b.size()];
+}
+
+}  // namespace
+
+void Args::check_known(const std::set<std::string>& known) const {
+  for (const auto& [name, _] : values_) {
+    if (known.count(name) || flags_.count(name)) continue;
+    std::string best;
+    size_t best_d = 3;  // suggest only close names
+    for (const std::set<std::string>* names : {&known, &flags_}) {
+      for (const std::string& k : *names) {
+        const size_t d = distance(name, k);
+        if (d < best_d) best_d = d, best = k;
+      }
+    }
+    throw Error(fmt::format("unknown option --{}{}; see --help", name.substr(0, 60),
+                            best.empty() ? "" : fmt::format(" (did you mean --{}?)", best)));
+  }
+  if (!missing_value_.empty()) throw Error(fmt::format("option --{} needs a value", missing_value_));
 }
 
 }  // namespace sb

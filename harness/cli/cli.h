@@ -30,11 +30,16 @@ class Args {
 
  private:
   std::set<std::string> flags_;
+  std::string missing_value_;  // the last option had no value: reported by check_known, after unknown names
   std::vector<std::string> positional_;
   std::map<std::string, std::vector<std::string>> values_;
 };
 
-// Sets LibTorch's, OpenMP's and OpenBLAS's CPU thread count: `threads` <= 0 means all cores. Returns the count used.
+// Parses `value` of option --`option` as an integer in [lo, hi]; throws sb::Error naming the option.
+int64_t parse_int_option(const std::string& option, const std::string& value, int64_t lo, int64_t hi);
+
+// Sets LibTorch's, OpenMP's and OpenBLAS's CPU thread count: `threads` <= 0 means all cores; more than
+// kMaxThreads throws sb::Error naming --threads. Returns the count used.
 int set_cpu_threads(int threads);
 
 // Subcommands: each takes the arguments after its name and returns the process exit code.

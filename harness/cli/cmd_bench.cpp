@@ -2,9 +2,10 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
-#include "harness/measure/bench.h"
-#include "harness/cli/cli.h"
 #include "common/error.h"
+#include "common/limits.h"
+#include "harness/cli/cli.h"
+#include "harness/measure/bench.h"
 
 namespace sb {
 
@@ -21,10 +22,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
   std::vector<std::string> rest;
   int threads = 0;
   for (size_t i = 1; i < argv.size(); ++i) {
-    if (argv[i] == "--threads" && i + 1 < argv.size()) {
-      threads = std::stoi(argv[++i]);
+    if (argv[i] == "--threads") {
+      if (i + 1 >= argv.size()) throw Error("option --threads needs a value");
+      threads = static_cast<int>(parse_int_option("threads", argv[++i], 0, kMaxThreads));
     } else if (argv[i].rfind("--threads=", 0) == 0) {
-      threads = std::stoi(argv[i].substr(10));
+      threads = static_cast<int>(parse_int_option("threads", argv[i].substr(10), 0, kMaxThreads));
     } else {
       rest.push_back(argv[i]);
     }

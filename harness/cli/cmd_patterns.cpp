@@ -1,11 +1,14 @@
 // `sparsebench patterns` (the pattern table) and `sparsebench pattern NAME` (statistics and JSON export).
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/cli/cli.h"
 #include "common/error.h"
+#include "common/limits.h"
+#include "harness/cli/cli.h"
 #include "patterns/pattern.h"
 
 namespace sb {
@@ -35,6 +38,31 @@ nlohmann::json export_json(const std::string& name, const Params& params, const 
   }
   return {{"pattern", name}, {"params", params}, {"n", g.n_tokens}, {"causal", g.causal},
           {"nodes", std::move(nodes)}, {"edges", std::move(edges)}};
+}
+
+// Before a long build: the graph's size extrapolated from two small builds (edges ~ n^a), printed so a long
+// job says what it is about to take, and refused (naming --n) when it cannot fit in memory.
+void announce_large_build(const std::string& name, int64_t n, bool causal, const Params& params) {
+  constexpr int64_t kLarge = int64_t{1} << 20;
+  if (n < kLarge) return;
+  const int64_t n1 = 1024, n2 = 2048;
+  const GraphStats s1 = build_pattern(name, n1, causal, params).stats(0);
+  const GraphStats s2 = build_pattern(name, n2, causal, params).stats(0);
+  const double a = std::log(static_cast<double>(s2.n_edges) / std::max<int64_t>(1, s1.n_edges)) / std::log(2.0);
+  const double scale = static_cast<double>(n) / n2;
+  const double edges = static_cast<double>(s2.n_edges) * std::pow(scale, a);
+  const double bytes = static_cast<double>(s2.bytes) * std::pow(scale, a);
+  const double gib = bytes / double(int64_t{1} << 30);
+  const int64_t have = physical_memory_bytes();
+  if (have > 0 && bytes > static_cast<double>(have)) {
+    throw Error(fmt::format("--n {}: the {} graph would hold about {:.3g} edges ({:.1f} GiB), more than this machine's "
+                            "{:.1f} GiB of memory",
+                            n, name, edges, gib, static_cast<double>(have) / double(int64_t{1} << 30)));
+  }
+  fmt::print("pattern: building {} at n={}: about {:.3g} edges, {:.1f} GiB (extrapolated from n={} and {}); this "
+             "may take a while\n",
+             name, n, edges, gib, n1, n2);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -95,6 +123,11 @@ int cmd_pattern(const std::vector<std::string>& argv) {
   for (const std::string& s : args.all("set")) parse_param_assignment(s, given);
   const bool causal = args.flag("causal");
   const Params params = resolve_params(find_pattern(name), given);
+  if (n < 1 || n > (int64_t{1} << 30)) throw Error(fmt::format("--n: expected an integer in [1, {}], got {}", int64_t{1} << 30, n));
+  if (causal && !find_pattern(name).supports_causal()) {
+    throw Error(fmt::format("pattern {} has no causal form; drop --causal or pick another pattern", name));
+  }
+  announce_large_build(name, n, causal, params);
   const Graph g = build_pattern(name, n, causal, params);
   if (args.flag("validate")) g.validate();
   print_stats(name, params, g.stats(args.integer("max-hops-n", 2048)), causal);

@@ -6,6 +6,7 @@
 #include "harness/measure/build_info.h"
 #include "harness/cli/cli.h"
 #include "harness/scenario/measure.h"
+#include "harness/scenario/paths.h"
 #include "harness/scenario/records.h"
 #include "harness/scenario/scenario.h"
 #include "harness/measure/memory_tracker.h"
@@ -16,7 +17,7 @@ namespace sb {
 int run_plot_script(const std::string& run_dir);  // harness/cli/cmd_plot.cpp
 
 int cmd_run(const std::vector<std::string>& argv) {
-  Args args(argv, {"help", "dry-run", "resume", "no-plot"});
+  Args args(argv, {"help", "dry-run", "resume", "no-plot", "overwrite", "allow-changes"});
   args.check_known({"set", "out", "results"});
   if (args.flag("help") || args.positional().size() != 1) {
     fmt::print(
@@ -28,12 +29,18 @@ int cmd_run(const std::vector<std::string>& argv) {
         "  RUN_DIR is --out DIR, or ROOT/<scenario>/<UTC time>-<commit> (ROOT: --results, default results).\n"
         "  --set axes/lengths=[512,1024]  overrides one field (slash path, JSON value); repeatable.\n"
         "  --dry-run  prints the expanded points with analytic memory and skip decisions, runs nothing.\n"
-        "  --resume   continues RUN_DIR (--out, or the latest run of this scenario), skipping recorded points.\n");
+        "  --resume   continues RUN_DIR (--out, or the latest run of this scenario), skipping recorded points;\n"
+        "             refused when the scenario differs from the one in RUN_DIR/run.json unless --allow-changes\n"
+        "             (run.json then records what changed, before and after).\n"
+        "  --overwrite  replaces the records of an earlier run in --out DIR.\n");
     return args.flag("help") ? 0 : 2;
   }
   const std::string file = args.positional()[0];
   const Scenario s = load_scenario(file, args.all("set"));
   const std::vector<Point> points = expand_scenario(s);
+  check_points(s, points);  // what every point needs, before the first runs
+  if (args.flag("allow-changes") && !args.flag("resume")) throw Error("--allow-changes applies only with --resume");
+  if (args.flag("overwrite") && args.flag("resume")) throw Error("--overwrite and --resume exclude each other");
   if (args.flag("dry-run")) {
     print_points(s, points);
     return 0;
@@ -46,11 +53,13 @@ int cmd_run(const std::vector<std::string>& argv) {
     run_dir = latest_run_dir(root, s.name);
     if (run_dir.empty()) throw Error(fmt::format("--resume: no earlier run of {} under {}/{}", s.name, root, s.name));
   } else {
-    run_dir = (std::filesystem::path(root) / s.name / fmt::format("{}-{}", utc_stamp(), git_commit())).string();
+    run_dir = path_under_root(root, {s.name, fmt::format("{}-{}", utc_stamp(), git_commit())}, "scenario name");
   }
   SweepOptions opt;
   opt.run_dir = run_dir;
   opt.resume = args.flag("resume");
+  opt.overwrite = args.flag("overwrite");
+  opt.allow_changes = args.flag("allow-changes");
   opt.environment = run_environment();
   // Installed before any point allocates, so every point's live memory (weights, inputs) is counted alike.
   MemoryTracker::install();

@@ -13,45 +13,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
-#include "harness/lm/data.h"
 #include "common/error.h"
+#include "common/json_guard.h"
+#include "harness/lm/data.h"
 
 namespace sb {
-
-namespace {
-
-constexpr const char* kMagic = "SBCKPT1\n";
-constexpr size_t kMagicLen = 8;
-constexpr size_t kHeaderLen = kMagicLen + 64 + 1;
-
-std::string payload_sha(const std::string& s, size_t from) {
-  return sha256_hex(reinterpret_cast<const uint8_t*>(s.data()) + from, s.size() - from);
-}
-
-}  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error(fmt::format("cannot write '{}': {}", tmp, std::strerror(errno)));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw Error(fmt::format("cannot write '{}': {}", tmp, std::strerror(err)));
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    throw Error(fmt::format("cannot flush '{}': {}", tmp, std::strerror(errno)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno)));
-  }
-}
 
 void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const TrainState& state) {
@@ -68,29 +34,14 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
   std::ostringstream body;
   archive.save_to(body);
   const std::string payload = body.str();
-  std::string file = kMagic;
-  file += sha256_hex(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
-  file += '\n';
-  file += payload;
-  write_file_atomic(path, file);
+  write_file_atomic(path, checkpoint_file_bytes(payload));
 }
 
 TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("checkpoint '{}': cannot open: {}", path, std::strerror(errno)));
-  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (file.size() < kHeaderLen || file.compare(0, kMagicLen, kMagic) != 0) {
-    throw Error(fmt::format("checkpoint '{}' is not a sparsebench checkpoint (bad header); delete it or drop --resume",
-                            path));
-  }
-  if (file.compare(kMagicLen, 64, payload_sha(file, kHeaderLen)) != 0) {
-    throw Error(fmt::format("checkpoint '{}' is corrupt (checksum mismatch: truncated or damaged); delete it or "
-                            "drop --resume to start over",
-                            path));
-  }
+  const std::string payload = read_checkpoint_payload(path);
   TrainState state;
   try {
-    std::istringstream body(file.substr(kHeaderLen));
+    std::istringstream body(payload);
     torch::serialize::InputArchive archive, model_ar, optim_ar;
     archive.load_from(body);
     archive.read("model", model_ar);
@@ -105,7 +56,7 @@ TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, to
     archive.read("data_rng", v);
     state.data_rng = v.toStringRef();
     archive.read("info", v);
-    state.info = nlohmann::json::parse(v.toStringRef());
+    state.info = parse_json_guarded(v.toStringRef(), fmt::format("checkpoint '{}': info", path), false);
     torch::Tensor rng;
     archive.read("torch_rng", rng);
     at::Generator gen = at::detail::getDefaultCPUGenerator();

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -14,7 +15,28 @@
 namespace sb {
 
 
+void check_data_file(const std::string& path, int64_t min_bytes) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) {
+    throw Error(fmt::format("data file '{}': cannot open: {}", path, ec ? ec.message() : std::strerror(ENOENT)));
+  }
+  if (std::filesystem::is_directory(st)) throw Error(fmt::format("data file '{}' is a directory, not a file", path));
+  if (!std::filesystem::is_regular_file(st)) {
+    throw Error(fmt::format("data file '{}' is not a regular file (a device or pipe?); pass an enwik8 file", path));
+  }
+  const auto size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  if (ec) throw Error(fmt::format("data file '{}': cannot read its size: {}", path, ec.message()));
+  if (size == 0) throw Error(fmt::format("data file '{}' is empty", path));
+  if (size < min_bytes) {
+    throw Error(fmt::format(
+        "data file '{}' is too short: {} bytes, need at least {} (valid and test, 5% each, must hold a context window)",
+        path, size, min_bytes));
+  }
+}
+
 Enwik8::Enwik8(const std::string& path, int64_t min_bytes) : path_(path) {
+  check_data_file(path, min_bytes);
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw Error(fmt::format("data file '{}': cannot open: {}", path, std::strerror(errno)));
   std::fseek(f, 0, SEEK_END);

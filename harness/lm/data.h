@@ -19,6 +19,13 @@ struct Split {
   int64_t size() const { return end - begin; }
 };
 
+// The shortest file that trains at `context`: valid and test (5% each) must hold a window.
+inline int64_t min_data_bytes(int64_t context) { return 20 * (context + 2); }
+
+// Checks, without reading it, that `path` is a regular, non-empty file of at least min_bytes; throws sb::Error
+// naming the file otherwise (a directory, /dev/zero, a missing file).
+void check_data_file(const std::string& path, int64_t min_bytes);
+
 // A whole enwik8 file in memory with its 90/5/5 split (the full file: [0,90M) / [90M,95M) / [95M,100M)).
 class Enwik8 {
  public:

@@ -12,12 +12,15 @@
 #include <fmt/format.h>
 #include <torch/version.h>
 
-#include "harness/measure/build_info.h"
-#include "harness/lm/checkpoint.h"
-#include "harness/cli/cli.h"
-#include "harness/lm/data.h"
-#include "harness/measure/op_profile.h"
+#include "common/durable_file.h"
 #include "common/error.h"
+#include "common/limits.h"
+#include "harness/cli/cli.h"
+#include "harness/lm/checkpoint.h"
+#include "harness/lm/data.h"
+#include "harness/measure/build_info.h"
+#include "harness/measure/op_profile.h"
+#include "harness/scenario/run_config.h"
 
 namespace sb {
 
@@ -30,17 +33,9 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-int64_t parse_int(const std::string& name, const std::string& v, int64_t min_value) {
-  size_t used = 0;
-  int64_t out = 0;
-  try {
-    out = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size()) throw Error(fmt::format("--{}: expected an integer, got '{}'", name, v));
-  if (out < min_value) throw Error(fmt::format("--{}: expected an integer >= {}, got {}", name, min_value, out));
-  return out;
+int64_t parse_int(const std::string& name, const std::string& v, int64_t min_value,
+                  int64_t max_value = std::numeric_limits<int64_t>::max()) {
+  return parse_int_option(name, v, min_value, max_value);
 }
 
 double parse_real(const std::string& name, const std::string& v, double min_value, double max_value) {
@@ -128,11 +123,8 @@ EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64
   return r;
 }
 
-void append_line(const std::string& path, const json& record) {
-  std::ofstream out(path, std::ios::app);
-  if (!out) throw Error(fmt::format("cannot append to '{}'", path));
-  out << record.dump() << '\n';
-}
+// Metrics are records: every line is checked and fsync'd, so a full disk stops the run with a message.
+void append_line(const std::string& path, const json& record) { append_line_durable(path, record.dump()); }
 
 // Keeps only the records of steps <= `step` (a resumed run rewrites what came after its checkpoint).
 void truncate_metrics(const std::string& path, int64_t step) {
@@ -147,6 +139,23 @@ void truncate_metrics(const std::string& path, int64_t step) {
   }
   in.close();
   write_file_atomic(path, kept);
+}
+
+// A run without --resume starts in a directory holding no earlier run, unless --overwrite replaces it (the
+// old checkpoint and result go first, so nothing of the old run can be mistaken for the new one).
+void start_fresh(const std::string& dir, const std::vector<std::string>& files, bool overwrite) {
+  for (const std::string& f : files) {
+    std::error_code ec;
+    const bool held = fs::exists(f, ec) && (!fs::is_regular_file(f, ec) || fs::file_size(f, ec) > 0);
+    if (!held) continue;
+    if (!overwrite) {
+      throw Error(fmt::format("--out {} already holds a run ({}); pass --resume to continue it, --overwrite to "
+                              "replace it, or choose another --out",
+                              dir, fs::path(f).filename().string()));
+    }
+    fs::remove(f, ec);
+    if (ec) throw Error(fmt::format("--overwrite: cannot remove '{}': {}", f, ec.message()));
+  }
 }
 
 std::string format_duration(double s) {
@@ -203,6 +212,25 @@ json profile_report(const OpProfile& prof, double fwd_s, double bwd_s, double op
   return out;
 }
 
+// A lower bound on what training `c` allocates: weights, gradients and two AdamW moments (4 floats per
+// parameter), plus each layer's activations kept for backward and the logits. Refuses, naming the options,
+// only what cannot fit in this machine's memory at all, before anything is allocated.
+void check_training_memory(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  const double d = static_cast<double>(m.dim), f = static_cast<double>(m.ffn), l = static_cast<double>(m.layers);
+  const double params = 512.0 * d + l * (4.0 * d * d + 2.0 * d * f) + (m.positions == "absolute" ? m.context * d : 0.0);
+  const double tokens = static_cast<double>(std::max(c.batch, c.eval_batch)) * static_cast<double>(m.context);
+  const double bytes = 4.0 * (4.0 * params + tokens * (l * (4.0 * d + f) + 256.0));
+  const int64_t have = physical_memory_bytes();
+  if (have > 0 && bytes > static_cast<double>(have)) {
+    throw Error(fmt::format(
+        "--layers {} --dim {} --ffn {} --batch {} (--eval-batch {}) --context {} need at least {:.1f} GiB, more than this "
+        "machine's {:.1f} GiB of memory; make them smaller",
+        m.layers, m.dim, m.ffn, c.batch, c.eval_batch, m.context, bytes / double(1 << 30),
+        static_cast<double>(have) / double(1 << 30)));
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& train_option_names() {
@@ -211,12 +239,14 @@ const std::vector<std::string>& train_option_names() {
       "heads",   "ffn",         "dropout",      "post-norm", "positions", "attention",    "steps",
       "minutes", "batch",       "lr",           "min-lr-ratio", "warmup", "weight-decay", "beta1",
       "beta2",   "clip",        "seed",         "eval-every", "eval-bytes", "eval-batch", "checkpoint-every",
-      "log-every", "threads",   "resume",       "profile",  "no-final-eval", "quiet",     "stop-after"};
+      "log-every", "threads",   "resume",       "profile",  "no-final-eval", "quiet",     "stop-after",
+      "overwrite", "allow-changes"};
   return names;
 }
 
 const std::vector<std::string>& train_flag_names() {
-  static const std::vector<std::string> flags = {"post-norm", "resume", "profile", "no-final-eval", "quiet"};
+  static const std::vector<std::string> flags = {"post-norm", "resume", "profile", "no-final-eval", "quiet",
+                                                        "overwrite", "allow-changes"};
   return flags;
 }
 
@@ -229,26 +259,22 @@ TrainConfig train_config_from_options(const std::vector<std::pair<std::string, s
       m.pattern = v;
       pattern_given = true;
     } else if (name == "set") {
-      try {
-        parse_param_assignment(v, m.pattern_params);
-      } catch (const Error& e) {
-        throw Error(fmt::format("--set: {}", e.what()));
-      }
+      parse_param_assignment(v, m.pattern_params);  // its messages name --set
     } else if (name == "data") {
       c.data = v;
     } else if (name == "out") {
       if (v.empty()) throw Error("--out: expected a directory, got an empty string");
       c.out_dir = v;
     } else if (name == "context") {
-      m.context = parse_int(name, v, 2);
+      m.context = parse_int(name, v, 2, kMaxLength);
     } else if (name == "layers") {
-      m.layers = parse_int(name, v, 1);
+      m.layers = parse_int(name, v, 1, 1024);
     } else if (name == "dim") {
-      m.dim = parse_int(name, v, 1);
+      m.dim = parse_int(name, v, 1, 65536);
     } else if (name == "heads") {
-      m.heads = parse_int(name, v, 1);
+      m.heads = parse_int(name, v, 1, 4096);
     } else if (name == "ffn") {
-      m.ffn = parse_int(name, v, 1);
+      m.ffn = parse_int(name, v, 1, int64_t{1} << 20);
     } else if (name == "dropout") {
       m.dropout = parse_real(name, v, 0.0, 0.99);
     } else if (name == "post-norm") {
@@ -266,7 +292,7 @@ TrainConfig train_config_from_options(const std::vector<std::pair<std::string, s
     } else if (name == "minutes") {
       c.minutes = parse_real(name, v, 0.0, 1e7);
     } else if (name == "batch") {
-      c.batch = parse_int(name, v, 1);
+      c.batch = parse_int(name, v, 1, int64_t{1} << 20);
     } else if (name == "lr") {
       c.lr = parse_real(name, v, 0.0, 10.0);
     } else if (name == "min-lr-ratio") {
@@ -288,13 +314,13 @@ TrainConfig train_config_from_options(const std::vector<std::pair<std::string, s
     } else if (name == "eval-bytes") {
       c.eval_bytes = parse_int(name, v, 0);
     } else if (name == "eval-batch") {
-      c.eval_batch = parse_int(name, v, 1);
+      c.eval_batch = parse_int(name, v, 1, int64_t{1} << 20);
     } else if (name == "checkpoint-every") {
       c.checkpoint_every = parse_int(name, v, 0);
     } else if (name == "log-every") {
       c.log_every = parse_int(name, v, 1);
     } else if (name == "threads") {
-      c.threads = static_cast<int>(parse_int(name, v, 0));
+      c.threads = static_cast<int>(parse_int(name, v, 0, kMaxThreads));
     } else if (name == "resume") {
       c.resume = parse_bool(name, v);
     } else if (name == "profile") {
@@ -305,6 +331,10 @@ TrainConfig train_config_from_options(const std::vector<std::pair<std::string, s
       c.quiet = parse_bool(name, v);
     } else if (name == "stop-after") {
       c.stop_after = parse_int(name, v, 0);
+    } else if (name == "overwrite") {
+      c.overwrite = parse_bool(name, v);
+    } else if (name == "allow-changes") {
+      c.allow_changes = parse_bool(name, v);
     } else {
       throw Error(fmt::format("unknown option --{}; see --help", name));
     }
@@ -313,7 +343,10 @@ TrainConfig train_config_from_options(const std::vector<std::pair<std::string, s
     throw Error(fmt::format("--attention dense is the plain dense baseline; it takes no --pattern (got '{}')",
                             m.pattern));
   }
+  if (c.allow_changes && !c.resume) throw Error("--allow-changes applies only with --resume");
+  if (c.overwrite && c.resume) throw Error("--overwrite and --resume exclude each other");
   validate_model_config(m);
+  check_training_memory(c);
   return c;
 }
 
@@ -347,7 +380,7 @@ json train(const TrainConfig& cfg) {
         "the 4 MB prefix shared/data/enwik8-head.bin)");
   }
   const int threads = set_cpu_threads(cfg.threads);
-  const Enwik8 data(cfg.data, 20 * (cfg.model.context + 2));
+  const Enwik8 data(cfg.data, min_data_bytes(cfg.model.context));
 
   std::error_code ec;
   fs::create_directories(cfg.out_dir, ec);
@@ -382,23 +415,35 @@ json train(const TrainConfig& cfg) {
   int64_t step = 0;
   double train_s = 0.0;
   json evals = json::array();
+  json config_history = json::array();  // settings changed at resumes (--allow-changes)
+  json resumed_state = json::object();  // the checkpoint's running figures (progress line, last loss)
   const json config = train_config_json(cfg);
   if (cfg.resume) {
     if (!fs::exists(ckpt_path)) {
       throw Error(fmt::format("--resume: no checkpoint '{}' to resume from (run without --resume first)", ckpt_path));
     }
     TrainState st = load_checkpoint(ckpt_path, *model, optimizer);
-    const json saved_model = st.info.value("config", json::object()).value("model", json::object());
+    const json saved_config = st.info.value("config", json::object());
+    const json saved_model = saved_config.value("model", json::object());
     if (saved_model != config["model"]) {
-      throw Error(fmt::format("--resume: checkpoint '{}' was written for a different model ({}), not {}", ckpt_path,
-                              saved_model.dump(), config["model"].dump()));
+      throw Error(fmt::format("--resume: checkpoint '{}' was written for a different model: {}", ckpt_path,
+                              describe_changes(config_changes(saved_model, config["model"]))));
+    }
+    // Where the run lives and how often it is saved change nothing it computes.
+    const auto changes = config_changes(saved_config, config, {"out_dir", "checkpoint_every"});
+    refuse_changes(changes, cfg.allow_changes, "--resume", ckpt_path);
+    config_history = st.info.value("config_changes", json::array());
+    if (!changes.empty()) {
+      config_history.push_back({{"at_step", st.step}, {"previous", saved_config}, {"changed", changes_json(changes)}});
     }
     step = st.step;
     train_s = st.train_s;
     std::istringstream(st.data_rng) >> rng;
     evals = st.info.value("evals", json::array());
+    resumed_state = st.info.value("progress", json::object());
     truncate_metrics(metrics_path, step);
   } else {
+    start_fresh(cfg.out_dir, {metrics_path, ckpt_path, result_path}, cfg.overwrite);
     write_file_atomic(metrics_path, "");
   }
 
@@ -417,6 +462,12 @@ json train(const TrainConfig& cfg) {
     std::fflush(stdout);
   }
 
+  double interval_loss = resumed_state.value("interval_loss", 0.0);
+  double interval_train_s = resumed_state.value("interval_train_s", 0.0);
+  int64_t interval_steps = resumed_state.value("interval_steps", int64_t{0});
+  const json saved_loss = resumed_state.value("last_loss", json(nullptr));
+  double last_loss = saved_loss.is_number() ? saved_loss.get<double>() : std::numeric_limits<double>::quiet_NaN();
+
   auto save = [&]() {
     const double t0 = now_s();
     TrainState st;
@@ -425,7 +476,14 @@ json train(const TrainConfig& cfg) {
     std::ostringstream r;
     r << rng;
     st.data_rng = r.str();
-    st.info = {{"config", config}, {"evals", evals}};
+    // The progress line's running sums, so the first line after a resume covers the same steps as without it.
+    st.info = {{"config", config},
+               {"evals", evals},
+               {"config_changes", config_history},
+               {"progress", {{"interval_loss", interval_loss},
+                             {"interval_train_s", interval_train_s},
+                             {"interval_steps", interval_steps},
+                             {"last_loss", std::isfinite(last_loss) ? json(last_loss) : json(nullptr)}}}};
     save_checkpoint(ckpt_path, *model, optimizer, st);
     return now_s() - t0;
   };
@@ -437,9 +495,6 @@ json train(const TrainConfig& cfg) {
   double eval_s = 0.0, checkpoint_s = 0.0;
   double fwd_s = 0.0, bwd_s = 0.0, opt_s = 0.0, data_s = 0.0;
   int64_t steps_this_run = 0;
-  double interval_loss = 0.0, interval_train_s = 0.0;
-  int64_t interval_steps = 0;
-  double last_loss = std::numeric_limits<double>::quiet_NaN();
 
   while (step < cfg.steps && !(budget_s > 0 && train_s >= budget_s)) {
     const double t0 = now_s();
@@ -533,6 +588,7 @@ json train(const TrainConfig& cfg) {
                  {"torch_version", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
                                                TORCH_VERSION_PATCH)},
                  {"evals", evals}};
+  if (!config_history.empty()) result["config_changes"] = config_history;
   if (status == "stopped") return result;  // as if killed: the checkpoint is the only trace
   if (status == "ok") checkpoint_s += save();
 

@@ -37,6 +37,8 @@ struct TrainConfig {
   bool final_eval = true;            // full valid + test evaluation at the end
   bool quiet = false;                // no progress lines on stdout
   int64_t stop_after = 0;            // stop (as if killed) after this many steps of this process; 0 = off
+  bool overwrite = false;            // replace an earlier run in out_dir (without it, train refuses)
+  bool allow_changes = false;        // resume with settings other than the checkpoint's (both are recorded)
 };
 
 // Fills a TrainConfig from option names (as on the CLI, without "--") to string values; "set" holds k=v;

@@ -4,13 +4,19 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 
-#include "harness/measure/blas.h"
+#include "common/error.h"
+#include "common/limits.h"
 #include "harness/cli/cli.h"
+#include "harness/measure/blas.h"
 
 namespace sb {
 
 int set_cpu_threads(int threads) {
+  if (threads > kMaxThreads) {
+    throw Error(fmt::format("--threads: expected an integer in [0, {}] (0 = all cores), got {}", kMaxThreads, threads));
+  }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
   omp_set_num_threads(threads);

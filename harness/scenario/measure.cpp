@@ -16,11 +16,12 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "harness/measure/blas.h"
-#include "harness/measure/build_info.h"
 #include "harness/cli/cli.h"
+#include "harness/lm/data.h"
 #include "harness/lm/model.h"
 #include "harness/lm/trainer.h"
+#include "harness/measure/blas.h"
+#include "harness/measure/build_info.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
 #include "harness/measure/memory_tracker.h"
@@ -289,7 +290,9 @@ void measure_model(const Scenario& s, const Point& p, torch::Device device, json
   time_work(s, p, device, work, record);
 }
 
-void measure_train(const Scenario& s, const Point& p, json& record, const std::string& out_dir) {
+// The trainer options of a training point; a point that is not recorded yet starts over (--overwrite), since a
+// kill may have left its directory half written.
+TrainConfig train_config_for_point(const Scenario& s, const Point& p, const std::string& out_dir) {
   std::vector<std::pair<std::string, std::string>> opts = {
       {"pattern", p.pattern},
       {"attention", p.attention},
@@ -303,6 +306,7 @@ void measure_train(const Scenario& s, const Point& p, json& record, const std::s
       {"seed", std::to_string(s.seed)},
       {"threads", std::to_string(p.threads)},
       {"out", out_dir},
+      {"overwrite", "true"},
   };
   if (s.model.post_norm) opts.emplace_back("post-norm", "true");
   for (const auto& [k, v] : p.params) opts.emplace_back("set", fmt::format("{}={}", k, v));
@@ -311,9 +315,29 @@ void measure_train(const Scenario& s, const Point& p, json& record, const std::s
     opts.push_back(kv);
     has_data = has_data || kv.first == "data";
   }
-  if (!has_data) throw Error("kind \"train\" needs /train/data (the enwik8 file)");
+  if (!has_data) throw Error("/train/data: required for kind \"train\" (the enwik8 file)");
   opts.emplace_back("batch", std::to_string(p.batch));  // /train/batch, or /axes/tokens over the context
-  const TrainConfig cfg = train_config_from_options(opts);
+  try {
+    return train_config_from_options(opts);
+  } catch (const Error& e) {
+    // The scenario's keys, not the trainer's options, are what the user wrote: name the pointer.
+    std::string msg = e.what();
+    const auto colon = msg.find(':');
+    if (msg.rfind("--", 0) == 0 && colon != std::string::npos) {
+      const std::string option = msg.substr(2, colon - 2);
+      for (const auto& kv : s.train_options) {
+        if (kv.first != option) continue;
+        std::string key = option;
+        std::replace(key.begin(), key.end(), '-', '_');
+        msg = fmt::format("/train/{}{}", key, msg.substr(colon));
+      }
+    }
+    throw Error(msg);
+  }
+}
+
+void measure_train(const Scenario& s, const Point& p, json& record, const std::string& out_dir) {
+  const TrainConfig cfg = train_config_for_point(s, p, out_dir);
   const json result = train(cfg);
   for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss"}) {
     if (result.contains(key)) record[key] = result[key];
@@ -329,6 +353,23 @@ void measure_train(const Scenario& s, const Point& p, json& record, const std::s
 }
 
 }  // namespace
+
+void check_points(const Scenario& s, const std::vector<Point>& points) {
+  for (const Point& p : points) {
+    if (!p.skip_reason.empty()) continue;
+    const std::string where = fmt::format("{}: point {} ({})", s.file, p.index, p.label);
+    try {
+      if (s.kind == "train") {
+        const TrainConfig cfg = train_config_for_point(s, p, "check");
+        check_data_file(cfg.data, min_data_bytes(cfg.model.context));
+      } else if (s.kind == "model") {
+        validate_model_config(model_config(s, p));
+      }
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", where, e.what()));
+    }
+  }
+}
 
 void measure_point(const Scenario& s, const Point& p, const std::string& run_dir, json& record) {
   record["threads_used"] = set_cpu_threads(static_cast<int>(p.threads));

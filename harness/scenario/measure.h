@@ -9,6 +9,10 @@ namespace sb {
 // samples, median, spread, tokens/s, peak memory, or the trainer's result. Throws on failure.
 void measure_point(const Scenario& s, const Point& p, const std::string& run_dir, json& record);
 
+// Checks, before anything runs, what each point will need: trainer options and the data file (kind train),
+// the model configuration (kind model). Throws sb::Error "FILE: point I (LABEL): ..." at the first problem.
+void check_points(const Scenario& s, const std::vector<Point>& points);
+
 // Provenance for run.json: commit, build type, compiler, LibTorch version, BLAS, threads, CPU, GPU.
 json run_environment();
 

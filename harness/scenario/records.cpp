@@ -18,7 +18,11 @@
 
 #include <fmt/format.h>
 
+#include "common/durable_file.h"
 #include "common/error.h"
+#include "common/json_guard.h"
+#include "harness/scenario/paths.h"
+#include "harness/scenario/run_config.h"
 
 namespace sb {
 
@@ -35,16 +39,19 @@ std::string read_all(const std::string& path, bool* exists) {
   return ss.str();
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot open for writing", tmp));
-    out << text;
-    out.flush();
-    if (!out) throw Error(fmt::format("{}: write failed", tmp));
+// A failure's message as recorded: the first lines only (LibTorch appends a C++ stack trace after "Exception
+// raised from"), cut to a few hundred characters.
+std::string failure_reason(const std::string& what) {
+  std::string r = what.substr(0, what.find("Exception raised from"));
+  size_t lines = 0, cut = 0;
+  while (cut < r.size() && lines < 3) {
+    cut = r.find('\n', cut);
+    if (cut == std::string::npos) break;
+    ++cut, ++lines;
   }
-  fs::rename(tmp, path);
+  if (lines >= 3 && cut < r.size()) r = r.substr(0, cut);
+  while (!r.empty() && (r.back() == '\n' || r.back() == ' ')) r.pop_back();
+  return r.size() > 400 ? r.substr(0, 397) + "..." : r;
 }
 
 std::string fmt_duration(double seconds) {
@@ -144,6 +151,7 @@ RecordFile read_records(const std::string& path) {
       continue;
     }
     try {
+      check_json_text(line, path, false);  // a hostile line must not reach a recursive printer
       json r = json::parse(line);
       if (!r.is_object()) throw Error("not an object");
       out.records.push_back(std::move(r));
@@ -178,7 +186,7 @@ void write_records_csv(const std::vector<json>& records, const std::string& path
     }
     text += "\n";
   }
-  write_file_atomically(path, text);
+  write_file_atomic(path, text);
 }
 
 std::string utc_stamp() {
@@ -207,7 +215,7 @@ double median_of(std::vector<double> v) {
 }
 
 std::string latest_run_dir(const std::string& results_root, const std::string& scenario) {
-  const fs::path dir = fs::path(results_root) / scenario;
+  const fs::path dir = path_under_root(results_root, {scenario}, "scenario name");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return "";
   std::string best;
@@ -250,6 +258,12 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
   const std::string records_path = (dir / "records.jsonl").string();
 
   std::set<std::string> done;
+  if (opt.overwrite && !opt.resume) {
+    for (const char* f : {"records.jsonl", "records.csv", "run.json"}) {
+      fs::remove(dir / f, ec);
+      if (ec) throw Error(fmt::format("--overwrite: cannot remove '{}': {}", (dir / f).string(), ec.message()));
+    }
+  }
   if (opt.resume) {
     const RecordFile prior = read_records(records_path);
     for (const std::string& p : prior.problems) fmt::print(stderr, "warning: {}\n", p);
@@ -257,7 +271,8 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
       if (r.contains("point") && r["point"].is_string()) done.insert(r["point"].get<std::string>());
     }
   } else if (fs::exists(records_path) && fs::file_size(records_path, ec) > 0) {
-    throw Error(fmt::format("{} already holds records; pass --resume to continue that run or choose another --out",
+    throw Error(fmt::format("{} already holds records; pass --resume to continue that run, --overwrite to replace "
+                            "it, or choose another --out",
                             records_path));
   }
 
@@ -268,11 +283,19 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
   const std::string prior_run = read_all(run_json_path, &have_run);
   if (have_run && opt.resume) {
     try {
-      run = json::parse(prior_run);
-    } catch (const std::exception&) {
-      run = json::object();
+      run = parse_json_guarded(prior_run, run_json_path, false);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}; --resume needs the run's run.json to compare settings", e.what()));
     }
-    run["resumed"].push_back({{"time", utc_iso()}, {"scenario_sha256", sha256_hex(s.doc.dump())}});
+    if (!run.is_object()) throw Error(fmt::format("{}: not a JSON object; --resume needs it", run_json_path));
+    const auto changes = config_changes(run.value("scenario", json::object()), s.doc);
+    refuse_changes(changes, opt.allow_changes, "--resume", run_json_path);
+    json entry = {{"time", utc_iso()}, {"scenario_sha256", sha256_hex(s.doc.dump())}};
+    if (!changes.empty()) {
+      entry["changed"] = changes_json(changes);  // before and after, per key
+      entry["scenario"] = s.doc;
+    }
+    run["resumed"].push_back(entry);
   } else {
     run = opt.environment;
     run["scenario_name"] = s.name;
@@ -283,7 +306,7 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
     run["started"] = utc_iso();
     run["points"] = sum.total;
   }
-  write_file_atomically(run_json_path, run.dump(2) + "\n");
+  write_file_atomic(run_json_path, run.dump(2) + "\n");
 
   if (opt.export_graphs) {
     // One picture source per distinct graph at n = 64.
@@ -299,7 +322,7 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
       if (fs::exists(out)) continue;
       try {
         const Graph g = build_pattern(p.pattern, 64, p.causal, p.params);
-        write_file_atomically(out.string(), graph_export_json(p.pattern, p.params, g).dump() + "\n");
+        write_file_atomic(out.string(), graph_export_json(p.pattern, p.params, g).dump() + "\n");
       } catch (const Error& e) {
         fmt::print(stderr, "note: no n=64 picture for {}: {}\n", file, e.what());
       }
@@ -335,7 +358,7 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
         measure(s, p, opt.run_dir, record);
       } catch (const std::exception& e) {
         record["status"] = "failed";
-        record["reason"] = e.what();
+        record["reason"] = failure_reason(e.what());
       }
       if (!record.contains("status")) record["status"] = "ok";
       record["wall_s"] = std::chrono::duration<double>(clock::now() - t0).count();

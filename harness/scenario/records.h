@@ -51,6 +51,8 @@ using MeasureFn = std::function<void(const Scenario&, const Point&, const std::s
 struct SweepOptions {
   std::string run_dir;  // records.jsonl, run.json, records.csv, graphs/ go here
   bool resume = false;
+  bool overwrite = false;      // replace the records of an earlier run in run_dir
+  bool allow_changes = false;  // resume although the scenario differs from run.json's (both recorded)
   bool dry_run = false;
   bool export_graphs = true;  // graphs/<label>.json at n=64 for the pattern pictures
   json environment;           // provenance merged into run.json

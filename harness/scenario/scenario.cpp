@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -11,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/json_guard.h"
+#include "common/limits.h"
 
 namespace sb {
 
@@ -43,39 +46,13 @@ const std::vector<std::string>& scenario_pattern_entry_keys() {
 namespace {
 
 constexpr int64_t kUnbounded = int64_t{1} << 30;
+constexpr double kMaxDegree = static_cast<double>(kMaxLength);  // a token attends to at most a sequence
 
-// Where a parse error sits: 1-based line and column of byte offset `pos`.
-std::pair<size_t, size_t> line_col(const std::string& text, size_t pos) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < pos && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-
-std::string escape_token(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
-
-std::string child(const std::string& ptr, const std::string& key) { return ptr + "/" + escape_token(key); }
+std::string child(const std::string& ptr, const std::string& key) { return ptr + "/" + json_pointer_token(key); }
 std::string child(const std::string& ptr, size_t i) { return ptr + "/" + std::to_string(i); }
 
-std::string shown(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+// Never dumps the whole value: a deep or huge one is cut while printing.
+std::string shown(const json& v) { return json_excerpt(v, 60); }
 
 std::string join_names(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
 
@@ -206,7 +183,7 @@ void validate_pattern_entry(const Checker& c, const json& e, const std::string& 
   if (e.contains("solve") && !e.contains("degree")) c.fail(child(ptr, "solve"), "needs \"degree\" beside it");
   if (e.contains("degree")) {
     c.scalar_or_list(e["degree"], child(ptr, "degree"),
-                     [&](const json& v, const std::string& p) { c.number(v, p, 0.0, false); });
+                     [&](const json& v, const std::string& p) { c.number(v, p, 0.0, false, kMaxDegree); });
     std::string solve;
     if (e.contains("solve")) {
       solve = c.string(e["solve"], child(ptr, "solve"));
@@ -240,10 +217,11 @@ void validate_pattern_entry(const Checker& c, const json& e, const std::string& 
 }  // namespace
 
 json parse_scenario_text(const std::string& text, const std::string& file) {
+  check_json_text(text, file);  // depth and duplicate keys, before anything recursive touches the document
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    const auto [line, col] = line_col(text, e.byte > 0 ? e.byte - 1 : 0);
+    const auto [line, col] = text_line_col(text, e.byte > 0 ? e.byte - 1 : 0);
     std::string msg = e.what();
     // Keep nlohmann's explanation, drop its "[json.exception...] parse error at line x, column y: " prefix.
     const auto colon = msg.find(": ");
@@ -259,12 +237,14 @@ json parse_scenario_text(const std::string& text, const std::string& file) {
     const auto q2 = q1 == std::string::npos ? q1 : msg.find('\'', q1 + 1);
     if (q2 != std::string::npos && q2 > q1 + 1) at = text.find(msg.substr(q1 + 1, q2 - q1 - 1));
     if (at == std::string::npos) throw Error(fmt::format("{}: malformed JSON: {}", file, msg));
-    const auto [line, col] = line_col(text, at);
+    const auto [line, col] = text_line_col(text, at);
     throw Error(fmt::format("{}:{}:{}: malformed JSON: {}", file, line, col, msg));
   }
 }
 
 json read_scenario_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(fmt::format("{}: is a directory, not a scenario file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot open scenario file", path));
   std::stringstream ss;
@@ -288,6 +268,7 @@ void apply_override(json& doc, const std::string& assignment) {
   }
   if (parts.empty()) throw Error(fmt::format("--set expects PATH=VALUE, got '{}'", assignment));
   json value;
+  check_json_text(text, fmt::format("--set {}", path));
   try {
     value = json::parse(text);
   } catch (const json::parse_error&) {
@@ -339,6 +320,7 @@ void validate_scenario(const json& doc, const std::string& file) {
                                     shown(doc["name"])));
       }
     }
+    if (name == "." || name == "..") c.fail("/name", fmt::format("\"{}\" would leave the results directory", name));
   }
   if (doc.contains("description")) c.string(doc["description"], "/description", false);
   if (doc.contains("device")) c.choice(doc["device"], "/device", {"cpu", "cuda"});
@@ -370,7 +352,7 @@ void validate_scenario(const json& doc, const std::string& file) {
     }
     if (m.contains("dropout")) c.number(m["dropout"], "/model/dropout", 0.0, true, 1.0);
     if (m.contains("post_norm")) c.boolean(m["post_norm"], "/model/post_norm");
-    if (m.contains("positions")) c.string(m["positions"], "/model/positions");
+    if (m.contains("positions")) c.choice(m["positions"], "/model/positions", {"relative", "absolute"});
   }
   if (doc.contains("train")) {
     if (kind != "train") c.fail("/train", fmt::format("only used by kind \"train\", this is \"{}\"", kind));
@@ -397,7 +379,7 @@ void validate_scenario(const json& doc, const std::string& file) {
   }
   for (size_t i = 0; i < patterns.size(); ++i) validate_pattern_entry(c, patterns[i], child("/axes/patterns", i), kind);
   if (!axes["lengths"].is_array()) c.fail("/axes/lengths", fmt::format("expected an array of integers, got {}", shown(axes["lengths"])));
-  c.scalar_or_list(axes["lengths"], "/axes/lengths", [&](const json& v, const std::string& p) { c.integer(v, p, 1, int64_t{1} << 24); });
+  c.scalar_or_list(axes["lengths"], "/axes/lengths", [&](const json& v, const std::string& p) { c.integer(v, p, 1, kMaxLength); });
   if (kind == "train") {
     for (const char* k : {"batch", "modes"}) {
       if (axes.contains(k)) {
@@ -423,7 +405,7 @@ void validate_scenario(const json& doc, const std::string& file) {
     });
   }
   if (axes.contains("threads")) {
-    c.scalar_or_list(axes["threads"], "/axes/threads", [&](const json& v, const std::string& p) { c.integer(v, p, 0, 4096); });
+    c.scalar_or_list(axes["threads"], "/axes/threads", [&](const json& v, const std::string& p) { c.integer(v, p, 0, kMaxThreads); });
   }
   if (axes.contains("modes")) {
     c.scalar_or_list(axes["modes"], "/axes/modes",

@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+# Hostile and mistaken inputs to the sparsebench CLI, one ctest test per case: each asserts the exit code (user
+# errors exit 2, never a signal, a hang or an internal error) and that the message names the option, file or
+# JSON pointer at fault; cases that must succeed check what they wrote.
+# usage: cases.py SPARSEBENCH WORK_DIR (--list | CASE...)
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import TRAIN_TINY, Failure, run, text_data, write  # noqa: E402
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def attention_doc(**extra):
+    doc = {"kind": "attention", "repeats": 1, "warmup": 0,
+           "axes": {"patterns": [{"name": "window", "w": 4}], "lengths": [16], "batch": 1, "modes": "forward"}}
+    doc.update(extra)
+    return doc
+
+
+def train_doc(data, **train):
+    t = {"data": data, "steps": 2, "batch": 2, "eval_every": 0, "eval_bytes": 256}
+    t.update(train)
+    return {"kind": "train", "seed": 3, "model": {"layers": 1, "dim": 16, "heads": 2, "ffn": 32},
+            "axes": {"patterns": [{"name": "window", "w": 4}], "lengths": [32], "threads": 1}, "train": t}
+
+
+def scenario(w, name, doc):
+    return write(os.path.join(w.dir, name), json.dumps(doc) if not isinstance(doc, str) else doc)
+
+
+class Work:
+    def __init__(self, binary, root, name):
+        self.b = binary
+        self.dir = os.path.join(root, name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.data = text_data(os.path.join(self.dir, "text.bin"))
+
+    def run(self, args, rc, *mentions, **kw):
+        return run(self.b, args, rc, mentions, cwd=self.dir, **kw)
+
+    def train(self, out, *extra, rc=0, mentions=(), **kw):
+        return self.run(["train", "--data", self.data, "--out", out] + TRAIN_TINY + list(extra), rc, *mentions, **kw)
+
+
+# 1. Deep nesting never reaches a recursive printer: refused with the place it starts.
+@case
+def deep_json_file(w):
+    for depth in (100000, 70000):
+        path = write(os.path.join(w.dir, f"deep{depth}.json"), "[" * depth + "]" * depth)
+        w.run(["run", path, "--dry-run"], 2, "nested deeper than", f"deep{depth}.json:1:")
+
+
+@case
+def deep_json_values(w):
+    deep = "[" * 5000 + "]" * 5000
+    body = json.dumps(attention_doc())
+    for where, text in (("description", body[:-1] + ', "description": ' + deep + "}"),
+                        ("label", body.replace('"w": 4', '"w": 4, "label": ' + deep))):
+        w.run(["run", scenario(w, f"deep_{where}.json", text), "--dry-run"], 2, "nested deeper than")
+    # Shallow enough to parse, still printed only as a short excerpt in the message.
+    shallow = "[" * 40 + "1" + "]" * 40
+    out = w.run(["run", scenario(w, "deepish.json", body[:-1] + ', "description": ' + shallow + "}"), "--dry-run"],
+                2, "/description: expected a string")
+    if len(out) > 400:
+        raise Failure(f"the message dumps the whole value ({len(out)} characters)")
+    w.run(["run", scenario(w, "ok.json", attention_doc()), "--dry-run", "--set", "description=" + deep], 2,
+          "--set description", "nested deeper than")
+
+
+@case
+def duplicate_keys(w):
+    text = '{"kind": "attention", "axes": {"patterns": [{"name": "window", "w": 4, "w": 8}], "lengths": [16]}}'
+    w.run(["run", scenario(w, "dup.json", text), "--dry-run"], 2, "/axes/patterns/0/w", "duplicate key")
+    w.run(["run", scenario(w, "dup2.json", '{"kind": "attention", "kind": "model"}'), "--dry-run"], 2,
+          "dup2.json: /kind", "duplicate key")
+
+
+# 2. A finished run is never replaced without --resume or --overwrite.
+@case
+def train_into_existing_run(w):
+    w.train("run", "--steps", "2")
+    before = {f: open(os.path.join(w.dir, "run", f), "rb").read() for f in ("metrics.jsonl", "result.json")}
+    w.train("run", "--steps", "1", rc=2, mentions=("--out run", "--resume", "--overwrite"))
+    after = {f: open(os.path.join(w.dir, "run", f), "rb").read() for f in before}
+    if before != after:
+        raise Failure("the refused run changed the earlier run's files")
+    w.train("run", "--steps", "1", "--overwrite")
+    result = json.load(open(os.path.join(w.dir, "run", "result.json")))
+    if result["steps"] != 1:
+        raise Failure(f"--overwrite did not replace the run: steps {result['steps']}")
+    w.train("run", "--steps", "1", "--overwrite", "--resume", rc=2, mentions=("--overwrite", "--resume"))
+
+
+@case
+def run_into_existing_run(w):
+    s = scenario(w, "a.json", attention_doc())
+    w.run(["run", s, "--out", "r", "--no-plot"], 0)
+    w.run(["run", s, "--out", "r", "--no-plot"], 2, "already holds records", "--overwrite")
+    w.run(["run", s, "--out", "r", "--no-plot", "--overwrite"], 0)
+    lines = [l for l in open(os.path.join(w.dir, "r", "records.jsonl")) if l.strip()]
+    if len(lines) != 1:
+        raise Failure(f"--overwrite left {len(lines)} records, expected 1")
+
+
+# 3. Thread counts are capped, with a message naming --threads, before any thread starts.
+@case
+def thread_caps(w):
+    w.train("t", "--steps", "1", "--threads", "100000", rc=2, mentions=("--threads", "1024"), timeout=20)
+    w.train("t", "--steps", "1", "--threads", "-1", rc=2, mentions=("--threads",), timeout=20)
+    w.run(["bench", "graphs", "--threads", "x"], 2, "--threads", timeout=20)
+    w.run(["bench", "graphs", "--threads=5000"], 2, "--threads", timeout=20)
+    w.run(["bench", "graphs", "--threads"], 2, "--threads", timeout=20)
+    doc = attention_doc()
+    doc["axes"]["threads"] = [1, 5000]
+    w.run(["run", scenario(w, "thr.json", doc), "--dry-run"], 2, "/axes/threads/1", timeout=20)
+
+
+# 4. A write that fails (here: the file-size limit) stops the run with the file named; nothing claims success.
+@case
+def write_errors_stop_the_run(w):
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal, as on a full device
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+    w.train("full", "--steps", "40", "--log-every", "1", "--checkpoint-every", "0", rc=2,
+            mentions=("metrics.jsonl", "File too large"), preexec_fn=limit)
+    if os.path.exists(os.path.join(w.dir, "full", "result.json")):
+        raise Failure("a run whose metrics could not be written left a result.json")
+
+
+# 5a. Killed during the final evaluation (checkpoint saved, no result): --resume completes the result.
+@case
+def resume_after_final_checkpoint(w):
+    w.train("fin", "--steps", "4")
+    ref = json.load(open(os.path.join(w.dir, "fin", "result.json")))
+    os.remove(os.path.join(w.dir, "fin", "result.json"))
+    lines = [l for l in open(os.path.join(w.dir, "fin", "metrics.jsonl")) if '"final"' not in l]
+    write(os.path.join(w.dir, "fin", "metrics.jsonl"), "".join(lines))
+    w.train("fin", "--steps", "4", "--resume")
+    got = json.load(open(os.path.join(w.dir, "fin", "result.json")))
+    for key in ("steps", "final_loss", "valid_bpc", "test_bpc", "status"):
+        if got[key] != ref[key]:
+            raise Failure(f"result.json after resume: {key} {got[key]!r}, uninterrupted {ref[key]!r}")
+
+
+# 5b. The first progress line after a resume covers the same steps as without the interruption.
+@case
+def resume_progress_window(w):
+    args = ("--steps", "9", "--log-every", "3", "--checkpoint-every", "5", "--eval-every", "0", "--no-final-eval")
+    w.train("ref", *args)
+    w.train("cut", *args, "--stop-after", "7")
+    w.train("cut", *args, "--resume")
+    def train_lines(d):
+        out = []
+        for line in open(os.path.join(w.dir, d, "metrics.jsonl")):
+            r = json.loads(line)
+            if r["kind"] == "train":
+                out.append((r["step"], r["loss"], r["lr"]))
+        return out
+    if train_lines("ref") != train_lines("cut"):
+        raise Failure(f"progress lines differ after resume:\n{train_lines('ref')}\n{train_lines('cut')}")
+
+
+# 5c. Resuming with other settings is refused, naming them; --allow-changes records old and new.
+@case
+def resume_with_changed_settings(w):
+    w.train("c", "--steps", "2", "--lr", "0.003", "--seed", "3")
+    w.train("c", "--steps", "3", "--lr", "0.1", "--seed", "99", "--resume", rc=2,
+            mentions=("lr 0.003 -> 0.1", "seed 3 -> 99", "--allow-changes"))
+    w.train("c", "--steps", "3", "--lr", "0.1", "--seed", "99", "--resume", "--allow-changes")
+    r = json.load(open(os.path.join(w.dir, "c", "result.json")))
+    changed = r["config_changes"][-1]["changed"]
+    if changed["lr"] != {"before": 0.003, "after": 0.1} or changed["seed"] != {"before": 3, "after": 99}:
+        raise Failure(f"result.json config_changes: {r['config_changes']}")
+    w.train("c", "--steps", "3", "--allow-changes", rc=2, mentions=("--allow-changes", "--resume"))
+
+    s = scenario(w, "a.json", attention_doc())
+    w.run(["run", s, "--out", "r", "--no-plot"], 0)
+    w.run(["run", s, "--out", "r", "--no-plot", "--resume", "--set", "repeats=2"], 2, "repeats 1 -> 2",
+          "--allow-changes")
+    w.run(["run", s, "--out", "r", "--no-plot", "--resume", "--set", "repeats=2", "--allow-changes"], 0)
+    run_json = json.load(open(os.path.join(w.dir, "r", "run.json")))
+    if run_json["resumed"][-1]["changed"] != {"repeats": {"before": 1, "after": 2}}:
+        raise Failure(f"run.json resumed: {run_json['resumed']}")
+
+
+# 6. Names are confined to the results root.
+@case
+def scenario_name_escapes(w):
+    for name in ("..", "."):
+        w.run(["run", scenario(w, "esc.json", attention_doc(name=name)), "--results", "res/inner", "--no-plot"], 2,
+              "/name")
+    if os.path.exists(os.path.join(w.dir, "res")):
+        raise Failure("a refused scenario created directories")
+
+
+# 7. User mistakes get messages that name the thing, exit 2.
+@case
+def data_not_a_file(w):
+    os.makedirs(os.path.join(w.dir, "adir"), exist_ok=True)
+    for data, says in (("adir", "is a directory"), ("/dev/zero", "not a regular file"),
+                       ("missing.bin", "cannot open")):
+        w.run(["train", "--data", data, "--out", "o"] + TRAIN_TINY, 2, f"data file '{data}'", says)
+
+
+@case
+def scenario_path_is_directory(w):
+    os.makedirs(os.path.join(w.dir, "sdir"), exist_ok=True)
+    w.run(["run", "sdir", "--dry-run"], 2, "sdir: is a directory")
+
+
+@case
+def checkpoint_not_a_file(w):
+    os.makedirs(os.path.join(w.dir, "ck", "checkpoint.pt"), exist_ok=True)
+    w.train("ck", "--steps", "1", "--resume", rc=2, mentions=("checkpoint.pt", "not a regular file"))
+
+
+@case
+def unknown_last_flag(w):
+    w.train("u", "--steps", "1", "--resum", rc=2, mentions=("unknown option --resum", "--resume?"))
+    w.run(["run", "x.json", "--dry-rn"], 2, "unknown option --dry-rn")
+    w.train("u", "--steps", rc=2, mentions=("--steps needs a value",))
+
+
+@case
+def set_messages(w):
+    out = w.train("s", "--pattern", "window", "--set", "w=abc", rc=2, mentions=("--set w",))
+    if out.count("--set") != 1:
+        raise Failure(f"the message repeats its prefix: {out.strip()}")
+    w.train("s", "--pattern", "window", "--set", "=3", rc=2, mentions=("--set",))
+
+
+@case
+def absurd_sizes(w):
+    for option, value in (("--batch", "100000000"), ("--dim", "1000000"), ("--layers", "100000"),
+                          ("--context", "100000000"), ("--ffn", "100000000"), ("--eval-batch", "100000000")):
+        w.train("z", option, value, rc=2, mentions=(option,), timeout=30)
+    # Each within its range, together more than any machine here holds.
+    w.train("z", "--layers", "1024", "--dim", "65536", rc=2, mentions=("--layers", "--dim", "GiB"), timeout=30)
+
+
+@case
+def degree_range(w):
+    doc = attention_doc()
+    doc["axes"]["patterns"] = [{"name": "window", "degree": 1e300}]
+    out = w.run(["run", scenario(w, "deg.json", doc), "--dry-run"], 2, "/axes/patterns/0/degree")
+    if len(out) > 400:
+        raise Failure("the degree is printed in full")
+
+
+# 8. Everything knowable is checked before the first point.
+@case
+def checked_before_running(w):
+    doc = train_doc(w.data)
+    doc["model"]["positions"] = "sinusoid"
+    w.run(["run", scenario(w, "pos.json", doc), "--dry-run"], 2, "/model/positions")
+    for data, says in (("nowhere.bin", "nowhere.bin"), ("/dev/zero", "not a regular file")):
+        w.run(["run", scenario(w, "nodata.json", train_doc(data)), "--dry-run"], 2, "point 0", says)
+    doc = train_doc(w.data)
+    del doc["train"]["data"]
+    w.run(["run", scenario(w, "nokey.json", doc), "--dry-run"], 2, "/train/data")
+    w.run(["run", scenario(w, "lr.json", train_doc(w.data, lr=20)), "--dry-run"], 2, "/train/lr")
+    w.run(["run", scenario(w, "short.json", train_doc(write(os.path.join(w.dir, "short.bin"), "abc"))),
+           "--dry-run"], 2, "too short")
+    # Nothing ran: no run directory was made.
+    if os.path.exists(os.path.join(w.dir, "results")):
+        raise Failure("a refused scenario created a run directory")
+
+
+# 9. A huge graph says what it is about to take, or is refused naming --n when it cannot fit.
+@case
+def large_pattern_builds(w):
+    w.run(["pattern", "dense", "--n", "100000000"], 2, "--n 100000000", "GiB", timeout=180)
+    w.run(["pattern", "window", "--n", "2000000", "--set", "w=2", "--causal"], 0, "building window at n=2000000",
+          "GiB", timeout=240)
+    w.run(["pattern", "window", "--n", "0"], 2, "--n")
+
+
+# Corrupt checkpoints: refused with the file named, whatever the damage.
+@case
+def corrupt_checkpoints(w):
+    import hashlib
+    import random
+    w.train("k", "--steps", "1")
+    path = os.path.join(w.dir, "k", "checkpoint.pt")
+    good = open(path, "rb").read()
+    header = 8 + 64 + 1
+    rng = random.Random(12)
+    damaged = [good[:n] for n in (0, 5, header, header + 100, len(good) // 2)]
+    damaged += [good[:header] + b"x" + good[header + 1:], b"SBCKPT1\n" + b"0" * 64 + b"\n"]
+    # Valid checksums over damaged payloads reach the LibTorch archive reader itself.
+    payload = good[header:]
+    for i in range(12):
+        p = bytearray(payload)
+        for _ in range(rng.randint(1, 8)):
+            p[rng.randrange(len(p))] = rng.randrange(256)
+        if i % 3 == 2:
+            p = p[: rng.randrange(len(p))]
+        damaged.append(b"SBCKPT1\n" + hashlib.sha256(bytes(p)).hexdigest().encode() + b"\n" + bytes(p))
+    failures = []
+    for i, blob in enumerate(damaged):
+        open(path, "wb").write(blob)
+        try:
+            w.train("k", "--steps", "2", "--resume", rc=2, mentions=("checkpoint",))
+        except Failure as e:
+            if "expected exit 2" in str(e) and "exit 0" in str(e):
+                continue  # a flipped byte the archive does not read (padding) leaves a usable checkpoint
+            failures.append(f"damage {i}: {e}")
+    if failures:
+        raise Failure("\n".join(failures))
+
+
+def main():
+    binary, root = sys.argv[1], sys.argv[2]
+    if sys.argv[3:] == ["--list"]:
+        print(";".join(CASES))
+        return 0
+    failed = 0
+    for name in sys.argv[3:]:
+        try:
+            CASES[name](Work(os.path.abspath(binary), os.path.abspath(root), name))
+            print(f"ok: {name}")
+        except Failure as e:
+            print(f"FAILED: {name}: {e}")
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

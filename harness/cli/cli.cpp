@@ -1,9 +1,12 @@
 // Option parsing for the sparsebench subcommands.
 #include "harness/cli/cli.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace sb {
 
@@ -46,29 +49,17 @@ std::vector<std::string> Args::all(const std::string& name) const {
 int64_t Args::integer(const std::string& name, int64_t fallback) const {
   auto v = maybe(name);
   if (!v) return fallback;
-  size_t used = 0;
-  int64_t out = 0;
-  try {
-    out = std::stoll(*v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v->size()) throw Error(fmt::format("--{}: expected an integer, got '{}'", name, *v));
-  return out;
+  const auto out = parse_int64(*v);
+  if (!out) throw Error(fmt::format("--{}: expected an integer, got '{}'", name, *v));
+  return *out;
 }
 
 double Args::real(const std::string& name, double fallback) const {
   auto v = maybe(name);
   if (!v) return fallback;
-  size_t used = 0;
-  double out = 0;
-  try {
-    out = std::stod(*v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v->size()) throw Error(fmt::format("--{}: expected a number, got '{}'", name, *v));
-  return out;
+  const auto out = parse_double(*v);
+  if (!out) throw Error(fmt::format("--{}: expected a number, got '{}'", name, *v));
+  return *out;
 }
 
 void Args::check_known(const std::set<std::string>& known) const {
@@ -77,6 +68,25 @@ void Args::check_known(const std::set<std::string>& known) const {
       throw Error(fmt::format("unknown option --{}; see --help", name));
     }
   }
+}
+
+std::string find_source_file(const std::string& relative) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+#ifdef SB_SOURCE_DIR
+  candidates.emplace_back(fs::path(SB_SOURCE_DIR) / relative);
+#endif
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+      candidates.push_back(dir / relative);
+    }
+  }
+  for (const fs::path& p : candidates) {
+    if (fs::exists(p, ec)) return p.string();
+  }
+  return "";
 }
 
 }  // namespace sb

@@ -7,11 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-namespace sb {
+#include "common/files.h"
 
-// Writes `bytes` to `path` via a temporary file in the same directory, fsync and rename, so a crash
-// leaves either the old file or the new one.
-void write_file_atomic(const std::string& path, const std::string& bytes);
+namespace sb {
 
 struct TrainState {
   int64_t step = 0;           // optimizer steps done

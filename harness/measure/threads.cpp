@@ -1,12 +1,15 @@
 // CPU thread-count control: LibTorch starts with a one-thread pool here and OpenBLAS keeps its own, so every
 // command sets both.
 #include <omp.h>
+
+#include <algorithm>
 #include <thread>
 
 #include <ATen/Parallel.h>
 
+#include "harness/measure/threads.h"
+
 #include "harness/measure/blas.h"
-#include "harness/cli/cli.h"
 
 namespace sb {
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes the scenario parser/validator/expander: builds fuzz_scenario.cpp with clang++ and libFuzzer + ASan + UBSan
-# against harness/scenario/{scenario,expand}.cpp and patterns/*.cpp only (no LibTorch), seeds it with
+# against harness/scenario/{scenario,expand}.cpp, harness/lm/config.cpp, common/text.cpp and patterns/*.cpp only (no LibTorch), seeds it with
 # scenarios/*.json and tests/scenarios/fuzz_seeds/ (inputs that once failed) and runs it for a bounded time. Exit 77 (skip) when clang's libFuzzer runtime is missing.
 # usage: tests/scenarios/run_fuzz.sh [SECONDS (default 60)] [WORK_DIR (default $TMPDIR/sb_fuzz_scenario)]
 set -euo pipefail
@@ -21,10 +21,11 @@ if ! "$cxx" -fsanitize=fuzzer,address,undefined "$work/probe.cpp" -o "$work/prob
 fi
 
 flags=(-std=c++17 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I"$src")
-sources=("$src/tests/scenarios/fuzz_scenario.cpp" "$src/harness/scenario/scenario.cpp" "$src/harness/scenario/expand.cpp")
+sources=("$src/tests/scenarios/fuzz_scenario.cpp" "$src/harness/scenario/scenario.cpp" "$src/harness/scenario/expand.cpp"
+         "$src/harness/lm/config.cpp" "$src/common/text.cpp")
 for f in "$src"/patterns/*.cpp; do sources+=("$f"); done
 # Recompile a source only when it or any header is newer than its object.
-newest_header=$(find "$src/common" "$src/patterns" "$src/harness/scenario" -name '*.h' -printf '%T@\n' | sort -n | tail -1)
+newest_header=$(find "$src/common" "$src/patterns" "$src/harness/scenario" "$src/harness/lm" -name '*.h' -printf '%T@\n' | sort -n | tail -1)
 objs=()
 pids=()
 for f in "${sources[@]}"; do

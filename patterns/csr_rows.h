@@ -44,33 +44,6 @@ Graph build_csr_graph(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes
                         std::move(rel));
 }
 
-// One-pass construction for patterns whose rows are easier to list than to count: row(u, out) appends
-// the (source, relation) pairs of node u in any order, without duplicate sources.
-template <class Row>
-Graph build_row_graph(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes, std::vector<std::string> relations,
-                      Row&& row) {
-  const int64_t nn = static_cast<int64_t>(nodes.size());
-  std::vector<int64_t> row_ptr(static_cast<size_t>(nn + 1), 0);
-  std::vector<int32_t> col;
-  std::vector<uint16_t> rel;
-  std::vector<std::pair<int32_t, uint16_t>> out;
-  for (int64_t u = 0; u < nn; ++u) {
-    out.clear();
-    row(u, out);
-    if (!std::is_sorted(out.begin(), out.end())) std::sort(out.begin(), out.end());
-    check_edge_count(static_cast<int64_t>(col.size() + out.size()));
-    for (const auto& [src, r] : out) {
-      col.push_back(src);
-      rel.push_back(r);
-    }
-    row_ptr[u + 1] = static_cast<int64_t>(col.size());
-  }
-  col.shrink_to_fit();
-  rel.shrink_to_fit();
-  return graph_from_csr(n_tokens, causal, std::move(nodes), std::move(relations), std::move(row_ptr), std::move(col),
-                        std::move(rel));
-}
-
 // The distance relations of build_token_graph (ids 0..2*kDistClip) followed by `extra` named relations.
 inline std::vector<std::string> dist_relations_plus(const std::vector<std::string>& extra) {
   std::vector<std::string> names;

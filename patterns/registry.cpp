@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "patterns/pattern.h"
 #include "patterns/patterns.h"
 
@@ -84,15 +85,9 @@ void parse_param_assignment(const std::string& text, Params& params) {
   }
   const std::string key = text.substr(0, eq);
   const std::string value = text.substr(eq + 1);
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != value.size()) throw Error(fmt::format("--set {}: expected an integer, got '{}'", key, value));
-  params[key] = v;
+  const auto v = parse_int64(value);
+  if (!v) throw Error(fmt::format("--set {}: expected an integer, got '{}'", key, value));
+  params[key] = *v;
 }
 
 Graph build_pattern(const std::string& name, int64_t n, bool causal, const Params& given) {

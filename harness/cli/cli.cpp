@@ -2,11 +2,13 @@
 #include "harness/cli/cli.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace sb {
 
@@ -59,16 +61,9 @@ int64_t Args::integer(const std::string& name, int64_t fallback) const {
 }
 
 int64_t parse_int_option(const std::string& option, const std::string& value, int64_t lo, int64_t hi) {
-  size_t used = 0;
-  int64_t out = 0;
-  try {
-    out = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != value.size()) {
-    throw Error(fmt::format("--{}: expected an integer, got '{}'", option, value.substr(0, 60)));
-  }
+  const auto parsed = parse_int64(value);
+  if (!parsed) throw Error(fmt::format("--{}: expected an integer, got '{}'", option, value.substr(0, 60)));
+  const int64_t out = *parsed;
   if (out < lo || out > hi) {
     if (hi == std::numeric_limits<int64_t>::max()) {
       throw Error(fmt::format("--{}: expected an integer >= {}, got {}", option, lo, out));
@@ -81,15 +76,9 @@ int64_t parse_int_option(const std::string& option, const std::string& value, in
 double Args::real(const std::string& name, double fallback) const {
   auto v = maybe(name);
   if (!v) return fallback;
-  size_t used = 0;
-  double out = 0;
-  try {
-    out = std::stod(*v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v->size()) throw Error(fmt::format("--{}: expected a number, got '{}'", name, *v));
-  return out;
+  const auto out = parse_double(*v);
+  if (!out) throw Error(fmt::format("--{}: expected a number, got '{}'", name, *v));
+  return *out;
 }
 
 namespace {
@@ -127,6 +116,25 @@ void Args::check_known(const std::set<std::string>& known) const {
                             best.empty() ? "" : fmt::format(" (did you mean --{}?)", best)));
   }
   if (!missing_value_.empty()) throw Error(fmt::format("option --{} needs a value", missing_value_));
+}
+
+std::string find_source_file(const std::string& relative) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+#ifdef SB_SOURCE_DIR
+  candidates.emplace_back(fs::path(SB_SOURCE_DIR) / relative);
+#endif
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+      candidates.push_back(dir / relative);
+    }
+  }
+  for (const fs::path& p : candidates) {
+    if (fs::exists(p, ec)) return p.string();
+  }
+  return "";
 }
 
 }  // namespace sb

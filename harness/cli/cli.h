@@ -38,9 +38,9 @@ class Args {
 // Parses `value` of option --`option` as an integer in [lo, hi]; throws sb::Error naming the option.
 int64_t parse_int_option(const std::string& option, const std::string& value, int64_t lo, int64_t hi);
 
-// Sets LibTorch's, OpenMP's and OpenBLAS's CPU thread count: `threads` <= 0 means all cores; more than
-// kMaxThreads throws sb::Error naming --threads. Returns the count used.
-int set_cpu_threads(int threads);
+// A file of the source tree (e.g. "plots/plot_run.py"): beside the sources this binary was built from, else in a
+// directory above the binary; "" when not found.
+std::string find_source_file(const std::string& relative);
 
 // Subcommands: each takes the arguments after its name and returns the process exit code.
 int cmd_patterns(const std::vector<std::string>& args);
@@ -49,5 +49,9 @@ int cmd_bench(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_plot(const std::vector<std::string>& args);
+int cmd_schema(const std::vector<std::string>& args);
+
+// Rewrites RUN_DIR/records.csv and draws the plots (plots/plot_run.py); 0 on success (harness/cli/cmd_plot.cpp).
+int run_plot_script(const std::string& run_dir);
 
 }  // namespace sb

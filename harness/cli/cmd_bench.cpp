@@ -3,16 +3,18 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
-#include "common/limits.h"
 #include "harness/cli/cli.h"
+#include "harness/lm/config.h"
 #include "harness/measure/bench.h"
+#include "harness/measure/threads.h"
 
 namespace sb {
 
 int cmd_bench(const std::vector<std::string>& argv) {
   const std::string usage =
-      "usage: sparsebench bench SUITE [--threads N] [Google Benchmark flags]\n"
-      "  SUITE: kernels (graph attention vs dense LibTorch) or graphs (pattern construction)\n"
+      "usage: sparsebench bench SUITE [--threads N] [--scenario FILE] [Google Benchmark flags]\n"
+      "  SUITE: kernels (graph attention vs dense LibTorch, one benchmark per point of --scenario FILE, default\n"
+      "         scenarios/bench_kernels.json) or graphs (pattern construction)\n"
       "  e.g. --benchmark_filter=bpt --benchmark_format=json --benchmark_repetitions=3\n";
   if (argv.empty() || argv[0] == "--help") {
     fmt::print("{}", usage);
@@ -21,25 +23,44 @@ int cmd_bench(const std::vector<std::string>& argv) {
   const std::string suite = argv[0];
   std::vector<std::string> rest;
   int threads = 0;
+  std::string scenario;
+  // Our options (--name VALUE or --name=VALUE); everything else goes to Google Benchmark.
+  auto value_of = [&](size_t& i, const std::string& name, std::string* out) {
+    const std::string opt = "--" + name;
+    if (argv[i] == opt) {
+      if (i + 1 >= argv.size()) throw Error(fmt::format("option {} needs a value", opt));
+      *out = argv[++i];
+      return true;
+    }
+    if (argv[i].rfind(opt + "=", 0) == 0) {
+      *out = argv[i].substr(opt.size() + 1);
+      return true;
+    }
+    return false;
+  };
   for (size_t i = 1; i < argv.size(); ++i) {
-    if (argv[i] == "--threads") {
-      if (i + 1 >= argv.size()) throw Error("option --threads needs a value");
-      threads = static_cast<int>(parse_int_option("threads", argv[++i], 0, kMaxThreads));
-    } else if (argv[i].rfind("--threads=", 0) == 0) {
-      threads = static_cast<int>(parse_int_option("threads", argv[i].substr(10), 0, kMaxThreads));
+    std::string text;
+    if (value_of(i, "threads", &text)) {
+      threads = static_cast<int>(parse_cli_value(*find_config_field("threads"), text).get<int64_t>());
+    } else if (value_of(i, "scenario", &text)) {
+      scenario = text;
     } else {
       rest.push_back(argv[i]);
     }
   }
   if (suite == "graphs") {
+    if (!scenario.empty()) throw Error("bench graphs: --scenario applies to the kernels suite only");
     register_graph_benchmarks();
   } else if (suite == "kernels") {
-    register_kernel_benchmarks();
+    if (scenario.empty()) scenario = find_source_file("scenarios/bench_kernels.json");
+    if (scenario.empty()) throw Error("bench kernels: scenarios/bench_kernels.json not found; pass --scenario FILE");
+    register_kernel_benchmarks(scenario);
   } else {
     throw Error(fmt::format("bench: unknown suite '{}'; valid suites: kernels, graphs", suite));
   }
   benchmark::AddCustomContext("threads", std::to_string(set_cpu_threads(threads)));
   benchmark::AddCustomContext("suite", suite);
+  if (!scenario.empty()) benchmark::AddCustomContext("scenario", scenario);
   std::vector<char*> bargv;
   std::string prog = "sparsebench bench " + suite;
   bargv.push_back(prog.data());

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "harness/cli/cli.h"
+#include "harness/scenario/scenario.h"
 #include "patterns/pattern.h"
 
 namespace sb {
@@ -21,23 +22,6 @@ std::string param_summary(const AttentionPattern& p) {
     parts.push_back(fmt::format("{}={} [{}, {}]", s.name, s.default_value, s.min_value, s.max_value));
   }
   return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, " "));
-}
-
-nlohmann::json export_json(const std::string& name, const Params& params, const Graph& g) {
-  nlohmann::json nodes = nlohmann::json::array();
-  for (int64_t id = 0; id < g.n_nodes(); ++id) {
-    const NodeInfo& nd = g.nodes[id];
-    nodes.push_back({{"id", id}, {"kind", node_kind_name(nd.kind)}, {"level", nd.level}, {"first", nd.first},
-                     {"last", nd.last}});
-  }
-  nlohmann::json edges = nlohmann::json::array();
-  for (int64_t u = 0; u < g.n_nodes(); ++u) {
-    for (int64_t e = g.row_ptr[u]; e < g.row_ptr[u + 1]; ++e) {
-      edges.push_back(nlohmann::json::array({g.col[e], u, g.relations[g.rel[e]]}));
-    }
-  }
-  return {{"pattern", name}, {"params", params}, {"n", g.n_tokens}, {"causal", g.causal},
-          {"nodes", std::move(nodes)}, {"edges", std::move(edges)}};
 }
 
 // Before a long build: the graph's size extrapolated from two small builds (edges ~ n^a), printed so a long
@@ -144,7 +128,7 @@ int cmd_pattern(const std::vector<std::string>& argv) {
   if (auto path = args.maybe("export")) {
     std::ofstream out(*path);
     if (!out) throw Error(fmt::format("--export {}: cannot open for writing", *path));
-    out << export_json(name, params, g).dump() << "\n";
+    out << graph_export_json(name, params, g).dump() << "\n";
     if (!out) throw Error(fmt::format("--export {}: write failed", *path));
     fmt::print("wrote {}\n", *path);
   }

@@ -1,6 +1,4 @@
 // `sparsebench plot RUN_DIR`: rewrites records.csv and runs plots/plot_run.py over a run directory.
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 
@@ -22,32 +20,13 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-// plots/plot_run.py: beside the sources this binary was built from, else next to the binary's tree.
-std::string find_plot_script() {
-  std::vector<fs::path> candidates;
-#ifdef SB_SOURCE_DIR
-  candidates.emplace_back(fs::path(SB_SOURCE_DIR) / "plots" / "plot_run.py");
-#endif
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
-      candidates.push_back(dir / "plots" / "plot_run.py");
-    }
-  }
-  for (const fs::path& p : candidates) {
-    if (fs::exists(p, ec)) return p.string();
-  }
-  return "";
-}
-
 }  // namespace
 
 int run_plot_script(const std::string& run_dir) {
   const RecordFile records = read_records((fs::path(run_dir) / "records.jsonl").string());
   for (const std::string& p : records.problems) fmt::print(stderr, "warning: {}\n", p);
   write_records_csv(records.records, (fs::path(run_dir) / "records.csv").string());
-  const std::string script = find_plot_script();
+  const std::string script = find_source_file("plots/plot_run.py");
   if (script.empty()) {
     fmt::print(stderr, "plot: plots/plot_run.py not found beside the sources or the binary\n");
     return 1;

@@ -3,18 +3,18 @@
 
 #include <fmt/format.h>
 
-#include "harness/measure/build_info.h"
 #include "harness/cli/cli.h"
+#include "harness/measure/build_info.h"
 #include "harness/scenario/measure.h"
 #include "harness/scenario/paths.h"
 #include "harness/scenario/records.h"
+#include "harness/scenario/sweep.h"
 #include "harness/scenario/scenario.h"
+#include "harness/measure/device.h"
 #include "harness/measure/memory_tracker.h"
 #include "common/error.h"
 
 namespace sb {
-
-int run_plot_script(const std::string& run_dir);  // harness/cli/cmd_plot.cpp
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args args(argv, {"help", "dry-run", "resume", "no-plot", "overwrite", "allow-changes"});
@@ -45,6 +45,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     print_points(s, points);
     return 0;
   }
+  resolve_device(s.device);  // a device this build or machine lacks is refused before anything runs
   const std::string root = args.str("results", "results");
   std::string run_dir;
   if (auto out = args.maybe("out")) {
@@ -68,6 +69,18 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (run_plot_script(run_dir) != 0) fmt::print(stderr, "warning: plotting failed; the records are intact\n");
   }
   return sum.failed > 0 ? 1 : 0;
+}
+
+int cmd_schema(const std::vector<std::string>& argv) {
+  Args args(argv, {"help"});
+  args.check_known({});
+  if (args.flag("help") || !args.positional().empty()) {
+    fmt::print("usage: sparsebench schema > scenarios/schema.json\n"
+               "  Prints the JSON Schema of scenario files, generated from the field tables the validator uses.\n");
+    return args.flag("help") ? 0 : 2;
+  }
+  fmt::print("{}\n", scenario_schema().dump(2));
+  return 0;
 }
 
 }  // namespace sb

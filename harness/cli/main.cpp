@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"train", sb::cmd_train, "train a character-level language model on enwik8 over a causal pattern"},
     {"run", sb::cmd_run, "run a scenario file: sweeps recorded under results/"},
     {"plot", sb::cmd_plot, "regenerate the plots and report of a run directory"},
+    {"schema", sb::cmd_schema, "print the JSON Schema of scenario files (scenarios/schema.json)"},
 };
 
 void print_usage() {

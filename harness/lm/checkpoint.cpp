@@ -1,13 +1,6 @@
 // Training checkpoints: a checksummed LibTorch archive written with temp file + fsync + rename.
 #include "harness/lm/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "harness/lm/checkpoint_format.h"
 #include "common/durable_file.h"
+#include "harness/lm/checkpoint_format.h"
 
 namespace sb {
 

@@ -9,29 +9,6 @@
 
 namespace sb {
 
-void validate_model_config(const ModelConfig& cfg) {
-  if (cfg.attention != "graph" && cfg.attention != "dense") {
-    throw Error(fmt::format("attention: expected 'graph' or 'dense', got '{}'", cfg.attention));
-  }
-  if (cfg.positions != "relative" && cfg.positions != "absolute") {
-    throw Error(fmt::format("positions: expected 'relative' or 'absolute', got '{}'", cfg.positions));
-  }
-  auto positive = [](const char* name, int64_t v) {
-    if (v < 1) throw Error(fmt::format("{}: expected an integer >= 1, got {}", name, v));
-  };
-  positive("context", cfg.context);
-  positive("layers", cfg.layers);
-  positive("dim", cfg.dim);
-  positive("heads", cfg.heads);
-  positive("ffn", cfg.ffn);
-  if (cfg.dim % cfg.heads != 0) {
-    throw Error(fmt::format("dim: {} is not divisible by heads ({})", cfg.dim, cfg.heads));
-  }
-  if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) {
-    throw Error(fmt::format("dropout: expected a value in [0, 1), got {}", cfg.dropout));
-  }
-}
-
 LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
   validate_model_config(cfg_);
   const int64_t head_dim = cfg_.dim / cfg_.heads;
@@ -46,7 +23,8 @@ LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
     resolved_params_ = resolve_params(pattern, cfg_.pattern_params);
     // The relation vocabulary is the full-context graph's; shorter sequences use a subset of it.
     if (cfg_.positions == "relative") {
-      relations_ = build_pattern(cfg_.pattern, cfg_.context, cfg_.causal, resolved_params_).relations;
+      context_graph_ = std::make_unique<Graph>(build_pattern(cfg_.pattern, cfg_.context, cfg_.causal, resolved_params_));
+      relations_ = context_graph_->relations;
     }
   } else {
     if (cfg_.positions == "relative") {
@@ -101,7 +79,10 @@ const SequenceGraph& LanguageModelImpl::sequence_graph(int64_t n) {
   sg.n_tokens = n;
   sg.n_nodes = n;
   if (cfg_.attention == "graph") {
-    Graph g = build_pattern(cfg_.pattern, n, cfg_.causal, resolved_params_);
+    // The full-context graph built for the relation vocabulary is used once, not built again.
+    Graph g = n == cfg_.context && context_graph_ ? std::move(*context_graph_)
+                                                  : build_pattern(cfg_.pattern, n, cfg_.causal, resolved_params_);
+    context_graph_.reset();
     sg.fingerprint = g.fingerprint();
     sg.n_nodes = g.n_nodes();
     if (!relations_.empty()) {

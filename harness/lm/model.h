@@ -9,25 +9,12 @@
 
 #include <torch/torch.h>
 
+#include "harness/lm/config.h"
 #include "harness/lm/fast_dropout.h"
 #include "kernels/torch/graph_attention_op.h"
 #include "patterns/pattern.h"
 
 namespace sb {
-
-struct ModelConfig {
-  std::string pattern = "bpt";          // registry name
-  sb::Params pattern_params;            // given parameters (resolved against the pattern's defaults)
-  std::string attention = "graph";      // "graph": graph_attention over the pattern; "dense": plain LibTorch baseline
-  bool causal = true;
-  int64_t context = 512, layers = 2, dim = 128, heads = 4, ffn = 512;
-  double dropout = 0.1;
-  bool post_norm = false;               // pre-norm by default; the paper uses post-norm
-  std::string positions = "relative";   // "relative" (per-layer relation embeddings) | "absolute" (learned)
-};
-
-// Checks every field; throws sb::Error naming the bad one.
-void validate_model_config(const ModelConfig& cfg);
 
 // The per-length structure a forward pass needs: the pattern graph (relations renumbered into the
 // model's vocabulary) and how extra nodes start.
@@ -63,6 +50,7 @@ class LanguageModelImpl : public torch::nn::Module {
   std::vector<std::string> relations_;
   std::map<std::string, uint16_t> relation_ids_;
   std::map<std::string, SequenceGraph> graphs_;  // cache keyed by "length@device"
+  std::unique_ptr<Graph> context_graph_;         // the full-context graph read for relations, until first used
 
   torch::nn::Embedding embed_{nullptr};
   torch::Tensor pos_emb_;  // [context, dim] (absolute positions)

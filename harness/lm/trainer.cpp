@@ -15,11 +15,13 @@
 #include "common/durable_file.h"
 #include "common/error.h"
 #include "common/limits.h"
-#include "harness/cli/cli.h"
+#include "common/text.h"
 #include "harness/lm/checkpoint.h"
 #include "harness/lm/data.h"
 #include "harness/measure/build_info.h"
+#include "harness/measure/device.h"
 #include "harness/measure/op_profile.h"
+#include "harness/measure/threads.h"
 #include "harness/scenario/run_config.h"
 
 namespace sb {
@@ -31,34 +33,6 @@ namespace fs = std::filesystem;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-int64_t parse_int(const std::string& name, const std::string& v, int64_t min_value,
-                  int64_t max_value = std::numeric_limits<int64_t>::max()) {
-  return parse_int_option(name, v, min_value, max_value);
-}
-
-double parse_real(const std::string& name, const std::string& v, double min_value, double max_value) {
-  size_t used = 0;
-  double out = 0;
-  try {
-    out = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || !std::isfinite(out)) {
-    throw Error(fmt::format("--{}: expected a number, got '{}'", name, v));
-  }
-  if (out < min_value || out > max_value) {
-    throw Error(fmt::format("--{}: expected a number in [{}, {}], got {}", name, min_value, max_value, out));
-  }
-  return out;
-}
-
-bool parse_bool(const std::string& name, const std::string& v) {
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
-  throw Error(fmt::format("--{}: expected true or false, got '{}'", name, v));
 }
 
 // Learning rate at optimizer step `step` (1-based): linear warm-up, then cosine decay to lr * min_lr_ratio.
@@ -87,7 +61,6 @@ EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64
   model->eval();
   const auto windows = eval_windows(split, context, limit);
   const uint8_t* bytes = data.bytes().data();
-  const auto dtype = model->parameters().front().scalar_type();
   const auto device = model->parameters().front().device();
   double nats = 0.0;
   int64_t scored = 0;
@@ -115,7 +88,6 @@ EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64
     scored += static_cast<int64_t>(mask.sum().item<double>());
   }
   if (was_training) model->train();
-  (void)dtype;
   EvalResult r;
   r.bytes = scored;
   r.bpc = scored ? nats / scored / std::log(2.0) : std::numeric_limits<double>::quiet_NaN();
@@ -157,29 +129,6 @@ void start_fresh(const std::string& dir, const std::vector<std::string>& files, 
     if (ec) throw Error(fmt::format("--overwrite: cannot remove '{}': {}", f, ec.message()));
   }
 }
-
-std::string format_duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  const auto total = static_cast<int64_t>(s + 0.5);
-  if (total >= 3600) return fmt::format("{}h{:02}m", total / 3600, (total / 60) % 60);
-  return fmt::format("{}m{:02}s", total / 60, total % 60);
-}
-
-json model_json(const ModelConfig& m) {
-  return {{"pattern", m.attention == "dense" ? "dense (baseline)" : m.pattern},
-          {"pattern_params", m.pattern_params},
-          {"attention", m.attention},
-          {"causal", m.causal},
-          {"context", m.context},
-          {"layers", m.layers},
-          {"dim", m.dim},
-          {"heads", m.heads},
-          {"ffn", m.ffn},
-          {"dropout", m.dropout},
-          {"post_norm", m.post_norm},
-          {"positions", m.positions}};
-}
-
 
 // The --profile split of a step: operator self times by category (forward and backward), the time outside any
 // operator (autograd and model glue), the optimizer and data. Prints one line unless quiet.
@@ -233,145 +182,6 @@ void check_training_memory(const TrainConfig& c) {
 
 }  // namespace
 
-const std::vector<std::string>& train_option_names() {
-  static const std::vector<std::string> names = {
-      "pattern", "set",         "data",         "out",      "context",    "layers",       "dim",
-      "heads",   "ffn",         "dropout",      "post-norm", "positions", "attention",    "steps",
-      "minutes", "batch",       "lr",           "min-lr-ratio", "warmup", "weight-decay", "beta1",
-      "beta2",   "clip",        "seed",         "eval-every", "eval-bytes", "eval-batch", "checkpoint-every",
-      "log-every", "threads",   "resume",       "profile",  "no-final-eval", "quiet",     "stop-after",
-      "overwrite", "allow-changes"};
-  return names;
-}
-
-const std::vector<std::string>& train_flag_names() {
-  static const std::vector<std::string> flags = {"post-norm", "resume", "profile", "no-final-eval", "quiet",
-                                                        "overwrite", "allow-changes"};
-  return flags;
-}
-
-TrainConfig train_config_from_options(const std::vector<std::pair<std::string, std::string>>& options) {
-  TrainConfig c;
-  ModelConfig& m = c.model;
-  bool pattern_given = false;
-  for (const auto& [name, v] : options) {
-    if (name == "pattern") {
-      m.pattern = v;
-      pattern_given = true;
-    } else if (name == "set") {
-      parse_param_assignment(v, m.pattern_params);  // its messages name --set
-    } else if (name == "data") {
-      c.data = v;
-    } else if (name == "out") {
-      if (v.empty()) throw Error("--out: expected a directory, got an empty string");
-      c.out_dir = v;
-    } else if (name == "context") {
-      m.context = parse_int(name, v, 2, kMaxLength);
-    } else if (name == "layers") {
-      m.layers = parse_int(name, v, 1, 1024);
-    } else if (name == "dim") {
-      m.dim = parse_int(name, v, 1, 65536);
-    } else if (name == "heads") {
-      m.heads = parse_int(name, v, 1, 4096);
-    } else if (name == "ffn") {
-      m.ffn = parse_int(name, v, 1, int64_t{1} << 20);
-    } else if (name == "dropout") {
-      m.dropout = parse_real(name, v, 0.0, 0.99);
-    } else if (name == "post-norm") {
-      m.post_norm = parse_bool(name, v);
-    } else if (name == "positions") {
-      if (v != "relative" && v != "absolute") {
-        throw Error(fmt::format("--positions: expected 'relative' or 'absolute', got '{}'", v));
-      }
-      m.positions = v;
-    } else if (name == "attention") {
-      if (v != "graph" && v != "dense") throw Error(fmt::format("--attention: expected 'graph' or 'dense', got '{}'", v));
-      m.attention = v;
-    } else if (name == "steps") {
-      c.steps = parse_int(name, v, 1);
-    } else if (name == "minutes") {
-      c.minutes = parse_real(name, v, 0.0, 1e7);
-    } else if (name == "batch") {
-      c.batch = parse_int(name, v, 1, int64_t{1} << 20);
-    } else if (name == "lr") {
-      c.lr = parse_real(name, v, 0.0, 10.0);
-    } else if (name == "min-lr-ratio") {
-      c.min_lr_ratio = parse_real(name, v, 0.0, 1.0);
-    } else if (name == "warmup") {
-      c.warmup = parse_int(name, v, 0);
-    } else if (name == "weight-decay") {
-      c.weight_decay = parse_real(name, v, 0.0, 10.0);
-    } else if (name == "beta1") {
-      c.beta1 = parse_real(name, v, 0.0, 0.999999);
-    } else if (name == "beta2") {
-      c.beta2 = parse_real(name, v, 0.0, 0.999999);
-    } else if (name == "clip") {
-      c.clip = parse_real(name, v, 0.0, 1e9);
-    } else if (name == "seed") {
-      c.seed = static_cast<uint64_t>(parse_int(name, v, 0));
-    } else if (name == "eval-every") {
-      c.eval_every = parse_int(name, v, 0);
-    } else if (name == "eval-bytes") {
-      c.eval_bytes = parse_int(name, v, 0);
-    } else if (name == "eval-batch") {
-      c.eval_batch = parse_int(name, v, 1, int64_t{1} << 20);
-    } else if (name == "checkpoint-every") {
-      c.checkpoint_every = parse_int(name, v, 0);
-    } else if (name == "log-every") {
-      c.log_every = parse_int(name, v, 1);
-    } else if (name == "threads") {
-      c.threads = static_cast<int>(parse_int(name, v, 0, kMaxThreads));
-    } else if (name == "resume") {
-      c.resume = parse_bool(name, v);
-    } else if (name == "profile") {
-      c.profile = parse_bool(name, v);
-    } else if (name == "no-final-eval") {
-      c.final_eval = !parse_bool(name, v);
-    } else if (name == "quiet") {
-      c.quiet = parse_bool(name, v);
-    } else if (name == "stop-after") {
-      c.stop_after = parse_int(name, v, 0);
-    } else if (name == "overwrite") {
-      c.overwrite = parse_bool(name, v);
-    } else if (name == "allow-changes") {
-      c.allow_changes = parse_bool(name, v);
-    } else {
-      throw Error(fmt::format("unknown option --{}; see --help", name));
-    }
-  }
-  if (m.attention == "dense" && pattern_given && m.pattern != "dense") {
-    throw Error(fmt::format("--attention dense is the plain dense baseline; it takes no --pattern (got '{}')",
-                            m.pattern));
-  }
-  if (c.allow_changes && !c.resume) throw Error("--allow-changes applies only with --resume");
-  if (c.overwrite && c.resume) throw Error("--overwrite and --resume exclude each other");
-  validate_model_config(m);
-  check_training_memory(c);
-  return c;
-}
-
-json train_config_json(const TrainConfig& c) {
-  return {{"model", model_json(c.model)},
-          {"data", c.data},
-          {"out_dir", c.out_dir},
-          {"steps", c.steps},
-          {"minutes", c.minutes},
-          {"batch", c.batch},
-          {"lr", c.lr},
-          {"min_lr_ratio", c.min_lr_ratio},
-          {"warmup", c.warmup},
-          {"weight_decay", c.weight_decay},
-          {"beta1", c.beta1},
-          {"beta2", c.beta2},
-          {"clip", c.clip},
-          {"seed", c.seed},
-          {"eval_every", c.eval_every},
-          {"eval_bytes", c.eval_bytes},
-          {"eval_batch", c.eval_batch},
-          {"checkpoint_every", c.checkpoint_every},
-          {"threads", c.threads}};
-}
-
 json train(const TrainConfig& cfg) {
   const double t_start = now_s();
   if (cfg.data.empty()) {
@@ -379,7 +189,10 @@ json train(const TrainConfig& cfg) {
         "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use "
         "the 4 MB prefix shared/data/enwik8-head.bin)");
   }
-  const int threads = set_cpu_threads(cfg.threads);
+  validate_model_config(cfg.model);  // option ranges were checked where the config was read (CLI, scenario)
+  check_training_memory(cfg);
+  const torch::Device device = resolve_device(cfg.device);  // refuses before anything is written
+  const int threads = set_cpu_threads(static_cast<int>(cfg.threads));
   const Enwik8 data(cfg.data, min_data_bytes(cfg.model.context));
 
   std::error_code ec;
@@ -391,6 +204,7 @@ json train(const TrainConfig& cfg) {
 
   torch::manual_seed(cfg.seed);
   LanguageModel model(cfg.model);
+  model->to(device);
   model->train();
   OpProfile op_profile;  // counts only while started, under --profile
 
@@ -429,8 +243,8 @@ json train(const TrainConfig& cfg) {
       throw Error(fmt::format("--resume: checkpoint '{}' was written for a different model: {}", ckpt_path,
                               describe_changes(config_changes(saved_model, config["model"]))));
     }
-    // Where the run lives and how often it is saved change nothing it computes.
-    const auto changes = config_changes(saved_config, config, {"out_dir", "checkpoint_every"});
+    // Where the run lives, how often it is saved or reports and its final evaluation change nothing it trains.
+    const auto changes = config_changes(saved_config, config, {"out_dir", "checkpoint_every", "log_every", "profile", "final_eval"});
     refuse_changes(changes, cfg.allow_changes, "--resume", ckpt_path);
     config_history = st.info.value("config_changes", json::array());
     if (!changes.empty()) {
@@ -500,7 +314,7 @@ json train(const TrainConfig& cfg) {
     const double t0 = now_s();
     const double lr = learning_rate(cfg, step + 1, train_s);
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-    auto batch = sample_windows(data, data.train(), cfg.batch, window, rng);
+    auto batch = sample_windows(data, data.train(), cfg.batch, window, rng).to(device);
     auto inputs = batch.slice(1, 0, cfg.model.context);
     auto targets = batch.slice(1, 1, window);
     const double t1 = now_s();
@@ -584,6 +398,7 @@ json train(const TrainConfig& cfg) {
                  {"status", status},
                  {"final_loss", std::isfinite(last_loss) ? json(last_loss) : json(nullptr)},
                  {"threads", threads},
+                 {"device", device_name(model->parameters().front().device())},
                  {"git_commit", git_commit()},
                  {"torch_version", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
                                                TORCH_VERSION_PATCH)},

@@ -2,12 +2,11 @@
 // Run: sparsebench bench graphs [--benchmark_filter=bpt/k=4] [--benchmark_format=json]
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <fstream>
 #include <string>
 
 #include "harness/measure/bench.h"
+#include "harness/measure/machine.h"
 #include "patterns/pattern.h"
 #include "patterns/patterns.h"
 
@@ -19,18 +18,6 @@ namespace {
 // plus the builder's transient per-node cursor.
 constexpr int64_t kBytesPerEdge = 4 + 2 + 4 + 4;
 constexpr int64_t kBytesPerNode = 8 + 8 + 16 + 8;
-
-// Memory this process may still take, from MemAvailable; falls back to free physical pages.
-int64_t available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t value = 0;
-  std::string unit;
-  while (in >> key >> value >> unit) {
-    if (key == "MemAvailable:") return value * 1024;
-  }
-  return static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
-}
 
 struct GraphCase {
   std::string pattern;
@@ -52,7 +39,7 @@ void run_case(benchmark::State& state, const GraphCase& c) {
   const int64_t edges = estimate_edges(c);
   const int64_t nodes = c.pattern == "bpt" ? 2 * c.n : c.n;
   const int64_t need = edges * kBytesPerEdge + nodes * kBytesPerNode;
-  const int64_t avail = available_bytes();
+  const int64_t avail = available_memory_bytes();
   if (edges > kMaxEdges) {
     state.SkipWithError(fmt::format("{} edges exceed the 32-bit edge index limit", edges).c_str());
     return;

@@ -1,14 +1,17 @@
 // CPU thread-count control: LibTorch starts with a one-thread pool here and OpenBLAS keeps its own, so every
 // command sets both.
 #include <omp.h>
+
+#include <algorithm>
 #include <thread>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include "harness/measure/threads.h"
+
 #include "common/error.h"
 #include "common/limits.h"
-#include "harness/cli/cli.h"
 #include "harness/measure/blas.h"
 
 namespace sb {

@@ -122,7 +122,7 @@ int64_t analytic_memory_bytes(const Scenario& s, const Point& p) {
     const double per_pass = 4.0 * io + b * s.attention.heads * edge;  // q, k, v, o and scores or lse
     floats = backward ? 2.0 * per_pass : per_pass;
   } else {
-    const ModelSettings& m = s.model;
+    const ModelConfig& m = s.train.model;
     const double d = static_cast<double>(m.dim), f = static_cast<double>(m.ffn);
     const double params = m.layers * (4.0 * d * d + 2.0 * d * f + 9.0 * d) + 2.0 * 256.0 * d;
     const double layer = b * (nodes * (8.0 * d + 2.0 * f) + m.heads * edge);
@@ -149,11 +149,7 @@ std::vector<Point> expand_scenario(const Scenario& s) {
   } else if (axes.contains("batch")) {
     for (const json& v : as_list(axes["batch"])) sizes.emplace_back(0, v.get<int64_t>());
   } else if (train) {
-    int64_t batch = 8;  // the documented /train/batch default, passed to the trainer explicitly
-    for (const auto& [k, v] : s.train_options) {
-      if (k == "batch") batch = std::stoll(v);
-    }
-    sizes.emplace_back(0, batch);
+    sizes.emplace_back(0, s.train.batch);  // /train/batch or its scenario default
   } else {
     sizes.emplace_back(0, 1);
   }
@@ -268,8 +264,26 @@ std::vector<Point> expand_scenario(const Scenario& s) {
                   for (int dup = 2; ids.count(unique); ++dup) unique = fmt::format("{}#{}", id, dup);
                   ids.insert(unique);
                   p.id = unique;
-                  if (!error.empty()) {
-                    p.skip_reason = "error: " + error;
+                  p.config = s.train;
+                  p.config.model.pattern = name;
+                  p.config.model.pattern_params = p.params;
+                  p.config.model.attention = attention;
+                  p.config.model.causal = causal;
+                  p.config.model.context = n;
+                  p.config.batch = p.batch;
+                  p.config.threads = p.threads;
+                  std::string point_error = error;
+                  if (point_error.empty() && p.skip_reason.empty() && s.kind != "attention") {
+                    // A configuration the model or trainer would refuse fails here, before anything runs.
+                    try {
+                      if (train) validate_train_config(p.config);
+                      else validate_model_config(p.config.model);
+                    } catch (const Error& err) {
+                      point_error = err.what();
+                    }
+                  }
+                  if (!point_error.empty()) {
+                    p.skip_reason = "error: " + point_error;
                   } else if (p.skip_reason.empty()) {
                     p.analytic_bytes = analytic_memory_bytes(s, p);
                     if (s.memory_budget_bytes > 0 && p.analytic_bytes > s.memory_budget_bytes) {
@@ -320,10 +334,10 @@ json point_to_json(const Scenario& s, const Point& p) {
     r["head_dim"] = s.attention.head_dim;
     r["relations"] = s.attention.relations;
   } else {
-    r["layers"] = s.model.layers;
-    r["dim"] = s.model.dim;
-    r["ffn"] = s.model.ffn;
-    r["heads"] = s.model.heads;
+    const json model = model_config_json(p.config.model);
+    for (const FieldSpec& f : config_fields()) {
+      if (f.model && f.in_scenario) r[f.key] = model[f.key];
+    }
   }
   r["degree"] = p.stats.token_in_degree_mean;
   r["graph"] = {{"n_tokens", p.stats.n_tokens},

@@ -6,118 +6,35 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <map>
-#include <filesystem>
-#include <fstream>
-#include <set>
 #include <memory>
 #include <thread>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "harness/cli/cli.h"
+#include "common/error.h"
 #include "harness/lm/data.h"
 #include "harness/lm/model.h"
 #include "harness/lm/trainer.h"
 #include "harness/measure/blas.h"
 #include "harness/measure/build_info.h"
+#include "harness/measure/device.h"
+#include "harness/measure/machine.h"
+#include "harness/measure/threads.h"
+#include "harness/measure/timing.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
-#include "harness/measure/memory_tracker.h"
-#include "common/error.h"
-
-#if defined(SB_WITH_CUDA) && __has_include(<c10/cuda/CUDACachingAllocator.h>)
-#include <c10/cuda/CUDACachingAllocator.h>
-#define SB_CUDA_PEAK 1
-// StatType::AGGREGATE is index 0; LibTorch 2.x moved the enum out of CUDACachingAllocator.
-constexpr size_t kAggregateStat = 0;
-#endif
-
 
 namespace sb {
 
 namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-torch::Device point_device(const Scenario& s) {
-  if (s.device == "cuda") {
-    if (!torch::cuda::is_available()) throw Error("device \"cuda\" requested but no CUDA device is available");
-    return torch::Device(torch::kCUDA, 0);
-  }
-  return torch::Device(torch::kCPU);
-}
-
-void sync(const torch::Device& d) {
-  if (d.is_cuda()) torch::cuda::synchronize();
-}
-
-// Peak memory of the measured work: CPU tensors via the counting allocator (sb::MemoryTracker), CUDA via
-// the caching allocator.
-struct PeakProbe {
-  enum class Source { tracker, cuda } source_kind;
-  torch::Device device;
-  int64_t base = 0;
-  bool ok = true;
-  explicit PeakProbe(torch::Device d) : device(d) {
-    source_kind = device.is_cuda() ? Source::cuda : Source::tracker;
-    if (source_kind == Source::tracker) MemoryTracker::install();
-  }
-  const char* source() const {
-    switch (source_kind) {
-      case Source::tracker: return "cpu_counting_allocator";
-      default: return "cuda_caching_allocator";
-    }
-  }
-  bool available() const {
-#ifdef SB_CUDA_PEAK
-    return ok;
-#else
-    return ok && source_kind != Source::cuda;
-#endif
-  }
-  void reset() {
-    if (source_kind == Source::tracker) {
-      MemoryTracker::reset_peak();
-      base = MemoryTracker::current_bytes();
-      return;
-    }
-#ifdef SB_CUDA_PEAK
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-    base = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-               .allocated_bytes[kAggregateStat]
-               .current;
-#endif
-  }
-  int64_t peak() const {
-    if (source_kind == Source::tracker) return MemoryTracker::peak_bytes();
-#ifdef SB_CUDA_PEAK
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-        .allocated_bytes[kAggregateStat]
-        .peak;
-#else
-    return 0;
-#endif
-  }
-};
 
 // Warm-up, then `repeats` timed runs of `work`; fills samples, median, spread, tokens/s and peak memory.
 void time_work(const Scenario& s, const Point& p, torch::Device device, const std::function<void()>& work,
                json& record) {
   using clock = std::chrono::steady_clock;
   for (int64_t i = 0; i < s.warmup; ++i) work();
-  sync(device);
+  sync_device(device);
   PeakProbe probe(device);
   std::vector<double> samples;
   int64_t peak_extra = 0, base = 0;
@@ -125,10 +42,10 @@ void time_work(const Scenario& s, const Point& p, torch::Device device, const st
     probe.reset();
     const auto t0 = clock::now();
     work();
-    sync(device);
+    sync_device(device);
     samples.push_back(std::chrono::duration<double>(clock::now() - t0).count());
-    peak_extra = std::max(peak_extra, probe.peak() - probe.base);
-    base = probe.base;
+    peak_extra = std::max(peak_extra, probe.peak() - probe.base());
+    base = probe.base();
   }
   const double tokens = static_cast<double>(p.batch * p.length);
   const double med = median_of(samples);
@@ -172,31 +89,6 @@ const TorchGraph& cached_graph(const Point& p, torch::Device device) {
   return *cache.torch_graph;
 }
 
-// fp32 GEMM rate (GFLOP/s) of a 2048^3 LibTorch matmul on `device` at the current thread count, measured
-// once per (device, threads): the yardstick of the attention op's gemm_fraction.
-double gemm_gflops(torch::Device device) {
-  static std::map<std::string, double> cache;
-  const std::string key = fmt::format("{}/{}", device.str(), at::get_num_threads());
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  const int64_t n = 2048;
-  const torch::Tensor a = torch::randn({n, n}, torch::TensorOptions().device(device));
-  const torch::Tensor b = torch::randn({n, n}, torch::TensorOptions().device(device));
-  torch::NoGradGuard no_grad;
-  torch::Tensor c = torch::matmul(a, b);
-  sync(device);
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    c = torch::matmul(a, b);
-    sync(device);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  const double rate = 2.0 * static_cast<double>(n * n * n) / best / 1e9;
-  cache[key] = rate;
-  return rate;
-}
-
 void measure_attention(const Scenario& s, const Point& p, torch::Device device, json& record) {
   const int64_t b = p.batch, h = s.attention.heads, d = s.attention.head_dim;
   const bool backward = p.mode == "forward_backward";
@@ -231,11 +123,10 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
     op().sum().backward();
   };
   time_work(s, p, device, work, record);
-  // Attention FLOPs: 4*E*H*D forward (scores and weighted sum); forward+backward counted as 3.5x that
-  // (backward = 2.5x forward). The dense op computes all T*T pairs even when causal.
+  // The dense op computes all T*T pairs even when causal.
   const double pairs = p.attention == "dense" ? static_cast<double>(p.length) * static_cast<double>(p.length)
                                               : static_cast<double>(p.stats.n_edges);
-  const double flops = (backward ? 14.0 : 4.0) * pairs * static_cast<double>(b * h * d);
+  const double flops = attention_flops(pairs, b, h, d, backward);
   const double med = record["median_s"].get<double>();
   if (med > 0) {
     const double gflops = flops / med / 1e9;
@@ -246,28 +137,9 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
   }
 }
 
-ModelConfig model_config(const Scenario& s, const Point& p) {
-  ModelConfig cfg;
-  cfg.pattern = p.pattern;
-  cfg.pattern_params = p.params;
-  cfg.attention = p.attention;
-  cfg.causal = p.causal;
-  cfg.context = p.length;
-  cfg.layers = s.model.layers;
-  cfg.dim = s.model.dim;
-  cfg.heads = s.model.heads;
-  cfg.ffn = s.model.ffn;
-  cfg.dropout = s.model.dropout;
-  cfg.post_norm = s.model.post_norm;
-  cfg.positions = s.model.positions;
-  return cfg;
-}
-
 void measure_model(const Scenario& s, const Point& p, torch::Device device, json& record) {
   torch::manual_seed(static_cast<uint64_t>(s.seed));
-  const ModelConfig cfg = model_config(s, p);
-  validate_model_config(cfg);
-  LanguageModel model(cfg);
+  LanguageModel model(p.config.model);
   model->to(device);
   const bool backward = p.mode == "forward_backward";
   if (backward) model->train();
@@ -290,59 +162,24 @@ void measure_model(const Scenario& s, const Point& p, torch::Device device, json
   time_work(s, p, device, work, record);
 }
 
-// The trainer options of a training point; a point that is not recorded yet starts over (--overwrite), since a
-// kill may have left its directory half written.
-TrainConfig train_config_for_point(const Scenario& s, const Point& p, const std::string& out_dir) {
-  std::vector<std::pair<std::string, std::string>> opts = {
-      {"pattern", p.pattern},
-      {"attention", p.attention},
-      {"context", std::to_string(p.length)},
-      {"layers", std::to_string(s.model.layers)},
-      {"dim", std::to_string(s.model.dim)},
-      {"heads", std::to_string(s.model.heads)},
-      {"ffn", std::to_string(s.model.ffn)},
-      {"dropout", fmt::format("{}", s.model.dropout)},
-      {"positions", s.model.positions},
-      {"seed", std::to_string(s.seed)},
-      {"threads", std::to_string(p.threads)},
-      {"out", out_dir},
-      {"overwrite", "true"},
-  };
-  if (s.model.post_norm) opts.emplace_back("post-norm", "true");
-  for (const auto& [k, v] : p.params) opts.emplace_back("set", fmt::format("{}={}", k, v));
-  bool has_data = false;
-  for (const auto& kv : s.train_options) {
-    opts.push_back(kv);
-    has_data = has_data || kv.first == "data";
-  }
-  if (!has_data) throw Error("/train/data: required for kind \"train\" (the enwik8 file)");
-  opts.emplace_back("batch", std::to_string(p.batch));  // /train/batch, or /axes/tokens over the context
-  try {
-    return train_config_from_options(opts);
-  } catch (const Error& e) {
-    // The scenario's keys, not the trainer's options, are what the user wrote: name the pointer.
-    std::string msg = e.what();
-    const auto colon = msg.find(':');
-    if (msg.rfind("--", 0) == 0 && colon != std::string::npos) {
-      const std::string option = msg.substr(2, colon - 2);
-      for (const auto& kv : s.train_options) {
-        if (kv.first != option) continue;
-        std::string key = option;
-        std::replace(key.begin(), key.end(), '-', '_');
-        msg = fmt::format("/train/{}{}", key, msg.substr(colon));
-      }
-    }
-    throw Error(msg);
-  }
+// The trainer configuration of a training point: the point's typed config, writing under `out_dir`. A point that
+// is not recorded yet starts over (overwrite), since a kill may have left its directory half written.
+TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
+  TrainConfig cfg = p.config;
+  if (cfg.data.empty()) throw Error("kind \"train\" needs /train/data (the enwik8 file)");
+  cfg.out_dir = out_dir;
+  cfg.overwrite = true;
+  return cfg;
 }
 
-void measure_train(const Scenario& s, const Point& p, json& record, const std::string& out_dir) {
-  const TrainConfig cfg = train_config_for_point(s, p, out_dir);
+void measure_train(const Point& p, json& record, const std::string& out_dir) {
+  const TrainConfig cfg = train_config_for_point(p, out_dir);
   const json result = train(cfg);
   for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss"}) {
     if (result.contains(key)) record[key] = result[key];
   }
   if (result.contains("timing")) record["timing"] = result["timing"];
+  if (result.contains("device")) record["device"] = result["device"];  // where the tensors lived
   if (result.contains("evals")) record["evals"] = result["evals"];
   record["train_dir"] = out_dir;
   const std::string status = result.value("status", std::string("ok"));
@@ -360,10 +197,11 @@ void check_points(const Scenario& s, const std::vector<Point>& points) {
     const std::string where = fmt::format("{}: point {} ({})", s.file, p.index, p.label);
     try {
       if (s.kind == "train") {
-        const TrainConfig cfg = train_config_for_point(s, p, "check");
+        const TrainConfig cfg = train_config_for_point(p, "check");
+        validate_train_config(cfg);
         check_data_file(cfg.data, min_data_bytes(cfg.model.context));
       } else if (s.kind == "model") {
-        validate_model_config(model_config(s, p));
+        validate_model_config(p.config.model);
       }
     } catch (const Error& e) {
       throw Error(fmt::format("{}: {}", where, e.what()));
@@ -372,16 +210,17 @@ void check_points(const Scenario& s, const std::vector<Point>& points) {
 }
 
 void measure_point(const Scenario& s, const Point& p, const std::string& run_dir, json& record) {
+  const torch::Device device = resolve_device(p.config.device);
   record["threads_used"] = set_cpu_threads(static_cast<int>(p.threads));
   record["simd_target"] = gsa_cpu_target();  // the CPU kernels' SIMD target (SB_CPU_TARGET pins it)
   if (s.kind == "train") {
-    measure_train(s, p, record, fmt::format("{}/train/{:04}", run_dir, p.index));
+    measure_train(p, record, fmt::format("{}/train/{:04}", run_dir, p.index));
     return;
   }
-  const torch::Device device = point_device(s);
   torch::manual_seed(static_cast<uint64_t>(s.seed));
   if (s.kind == "attention") measure_attention(s, p, device, record);
   else measure_model(s, p, device, record);
+  record["device"] = device_name(device);
 }
 
 json run_environment() {

@@ -14,12 +14,74 @@
 #include "common/error.h"
 #include "common/json_guard.h"
 #include "common/limits.h"
+#include "common/text.h"
 
 namespace sb {
 
+const std::vector<FieldSpec>& scenario_fields() {
+  static const std::vector<FieldSpec> fields = [] {
+    auto field = [](const std::string& key, FieldType type, double lo, double hi, json def, const std::string& help,
+                    const std::string& section = "") {
+      FieldSpec f;
+      f.key = key;
+      f.type = type;
+      f.lo = lo;
+      f.hi = hi;
+      f.help = help;
+      f.in_scenario = true;
+      f.section = section;
+      f.scenario_default = std::move(def);
+      return f;
+    };
+    FieldSpec kind = field("kind", FieldType::choice, 0, 0, nullptr,
+                           "attention: the op alone; model: a whole LanguageModel step; train: language-model runs "
+                           "through the trainer.");
+    kind.choices = {"attention", "model", "train"};
+    FieldSpec budget = field("memory_budget_mb", FieldType::real, 0, 1e9, nullptr,
+                             "Points whose analytic memory exceeds this are recorded as skipped, not run.");
+    budget.lo_open = budget.hi_open = true;
+    return std::vector<FieldSpec>{
+        field("name", FieldType::text, 0, 0, nullptr, "Names the results directory (not . or ..); default: the file name without .json."),
+        field("description", FieldType::text, 0, 0, nullptr, "Shown in report.md."),
+        kind,
+        *find_config_field("device"),
+        field("repeats", FieldType::integer, 1, 100000, 5, "Timed runs per point (attention, model)."),
+        field("warmup", FieldType::integer, 0, 100000, 1, "Untimed runs before the timed ones."),
+        *find_config_field("seed"),
+        budget,
+        field("heads", FieldType::integer, 1, 4096, 8, "Attention heads.", "attention"),
+        field("head_dim", FieldType::integer, 1, 65536, 64, "Head dimension.", "attention"),
+        field("relations", FieldType::boolean, 0, 0, true, "Pass relation embeddings [R, D] to the graph op.",
+              "attention"),
+    };
+  }();
+  return fields;
+}
+
+namespace {
+
+// Keys of one section: the scenario fields, then the config fields scenario files take there.
+std::vector<std::string> section_keys(const std::string& section) {
+  std::vector<std::string> keys;
+  for (const FieldSpec& f : scenario_fields()) {
+    if (f.section == section) keys.push_back(f.key);
+  }
+  for (const FieldSpec& f : config_fields()) {
+    if (f.in_scenario && f.section == section && std::find(keys.begin(), keys.end(), f.key) == keys.end()) {
+      keys.push_back(f.key);
+    }
+  }
+  return keys;
+}
+
+}  // namespace
+
 const std::vector<std::string>& scenario_top_keys() {
-  static const std::vector<std::string> k = {"name",   "description",      "kind", "device",    "repeats", "warmup",
-                                             "seed",   "memory_budget_mb", "axes", "attention", "model",   "train"};
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> keys = section_keys("");
+    for (const char* object : {"axes", "attention", "model", "train"}) keys.push_back(object);
+    return keys;
+  }();
   return k;
 }
 const std::vector<std::string>& scenario_axes_keys() {
@@ -27,15 +89,15 @@ const std::vector<std::string>& scenario_axes_keys() {
   return k;
 }
 const std::vector<std::string>& scenario_attention_keys() {
-  static const std::vector<std::string> k = {"heads", "head_dim", "relations"};
+  static const std::vector<std::string> k = section_keys("attention");
   return k;
 }
 const std::vector<std::string>& scenario_model_keys() {
-  static const std::vector<std::string> k = {"layers", "dim", "ffn", "heads", "dropout", "post_norm", "positions"};
+  static const std::vector<std::string> k = section_keys("model");
   return k;
 }
 const std::vector<std::string>& scenario_train_keys() {
-  static const std::vector<std::string> k = {"steps", "minutes", "eval_every", "eval_bytes", "batch", "lr", "warmup", "data"};
+  static const std::vector<std::string> k = section_keys("train");
   return k;
 }
 const std::vector<std::string>& scenario_pattern_entry_keys() {
@@ -128,6 +190,21 @@ struct Checker {
     return v.get<std::string>();
   }
 
+  // A value of a described field (harness/lm/config.h, scenario_fields()).
+  void field(const FieldSpec& f, const json& v, const std::string& ptr) const {
+    const std::string problem = field_problem(f, v, '"');
+    if (!problem.empty()) fail(ptr, fmt::format("{}, got {}", problem, shown(v)));
+  }
+
+  // Every described field of `section` present in `obj`.
+  void section_fields(const json& obj, const std::string& ptr, const std::string& section) const {
+    auto check = [&](const FieldSpec& f) {
+      if (f.in_scenario && f.section == section && obj.contains(f.key)) field(f, obj[f.key], child(ptr, f.key));
+    };
+    for (const FieldSpec& f : scenario_fields()) check(f);
+    for (const FieldSpec& f : config_fields()) check(f);
+  }
+
   // A scalar or a non-empty array of scalars; `each` checks one element at its pointer.
   template <typename F>
   void scalar_or_list(const json& v, const std::string& ptr, F each) const {
@@ -140,7 +217,7 @@ struct Checker {
   }
 };
 
-void validate_pattern_entry(const Checker& c, const json& e, const std::string& ptr, const std::string& kind) {
+void validate_pattern_entry(const Checker& c, const json& e, const std::string& ptr) {
   if (!e.is_object()) c.fail(ptr, fmt::format("expected an object like {{\"name\": \"bpt\", \"k\": 4}}, got {}", shown(e)));
   c.required(e, ptr, "name");
   const std::string name = c.string(e["name"], child(ptr, "name"));
@@ -211,7 +288,6 @@ void validate_pattern_entry(const Checker& c, const json& e, const std::string& 
       }
     }
   }
-  (void)kind;
 }
 
 }  // namespace
@@ -281,17 +357,11 @@ void apply_override(json& doc, const std::string& assignment) {
     const std::string& key = parts[i];
     const bool last = i + 1 == parts.size();
     if (cur->is_array()) {
-      size_t used = 0;
-      size_t idx = 0;
-      try {
-        idx = std::stoul(key, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != key.size() || idx >= cur->size()) {
+      const auto idx = parse_int64(key);
+      if (!idx || *idx < 0 || static_cast<size_t>(*idx) >= cur->size()) {
         throw Error(fmt::format("--set {}: {}{} has no element '{}'", path, at.empty() ? "/" : at, "", key));
       }
-      cur = &(*cur)[idx];
+      cur = &(*cur)[static_cast<size_t>(*idx)];
     } else if (cur->is_object()) {
       if (last) {
         (*cur)[key] = value;
@@ -311,7 +381,10 @@ void validate_scenario(const json& doc, const std::string& file) {
   const Checker c{file};
   c.object(doc, "", scenario_top_keys());
   c.required(doc, "", "kind");
-  const std::string kind = c.choice(doc["kind"], "/kind", {"attention", "model", "train"});
+  for (const FieldSpec& f : scenario_fields()) {
+    if (f.key == "kind") c.field(f, doc["kind"], "/kind");
+  }
+  const std::string kind = doc["kind"].get<std::string>();
   if (doc.contains("name")) {
     const std::string name = c.string(doc["name"], "/name");
     for (char ch : name) {
@@ -323,49 +396,35 @@ void validate_scenario(const json& doc, const std::string& file) {
     if (name == "." || name == "..") c.fail("/name", fmt::format("\"{}\" would leave the results directory", name));
   }
   if (doc.contains("description")) c.string(doc["description"], "/description", false);
-  if (doc.contains("device")) c.choice(doc["device"], "/device", {"cpu", "cuda"});
-  if (doc.contains("repeats")) c.integer(doc["repeats"], "/repeats", 1, 100000);
-  if (doc.contains("warmup")) c.integer(doc["warmup"], "/warmup", 0, 100000);
-  if (doc.contains("seed")) c.integer(doc["seed"], "/seed", 0);
-  if (doc.contains("memory_budget_mb")) c.number(doc["memory_budget_mb"], "/memory_budget_mb", 0.0, false, 1e9);
+  for (const FieldSpec& f : scenario_fields()) {
+    if (f.section.empty() && f.type != FieldType::text && f.key != "kind" && doc.contains(f.key)) {
+      c.field(f, doc[f.key], "/" + f.key);
+    }
+  }
 
   if (doc.contains("attention")) {
     if (kind != "attention") c.fail("/attention", fmt::format("only used by kind \"attention\", this is \"{}\"", kind));
-    const json& a = doc["attention"];
-    c.object(a, "/attention", scenario_attention_keys());
-    if (a.contains("heads")) c.integer(a["heads"], "/attention/heads", 1, 4096);
-    if (a.contains("head_dim")) c.integer(a["head_dim"], "/attention/head_dim", 1, 65536);
-    if (a.contains("relations")) c.boolean(a["relations"], "/attention/relations");
+    c.object(doc["attention"], "/attention", scenario_attention_keys());
+    c.section_fields(doc["attention"], "/attention", "attention");
   }
   if (doc.contains("model")) {
     if (kind == "attention") c.fail("/model", "only used by kinds \"model\" and \"train\"");
     const json& m = doc["model"];
     c.object(m, "/model", scenario_model_keys());
-    if (m.contains("layers")) c.integer(m["layers"], "/model/layers", 1, 1024);
-    const int64_t dim = m.contains("dim") ? c.integer(m["dim"], "/model/dim", 1, 1 << 20) : ModelSettings{}.dim;
-    if (m.contains("ffn")) c.integer(m["ffn"], "/model/ffn", 1, 1 << 22);
+    c.section_fields(m, "/model", "model");
+    const int64_t dim = m.value("dim", find_config_field("dim")->scenario_default.get<int64_t>());
+    const int64_t heads = find_config_field("heads")->scenario_default.get<int64_t>();
     if (m.contains("heads")) {
-      const int64_t h = c.integer(m["heads"], "/model/heads", 1, 4096);
+      const int64_t h = m["heads"].get<int64_t>();
       if (dim % h != 0) c.fail("/model/heads", fmt::format("expected a divisor of /model/dim ({}), got {}", dim, h));
-    } else if (dim % ModelSettings{}.heads != 0) {
-      c.fail("/model/dim", fmt::format("expected a multiple of /model/heads ({}), got {}", ModelSettings{}.heads, dim));
+    } else if (dim % heads != 0) {
+      c.fail("/model/dim", fmt::format("expected a multiple of /model/heads ({}), got {}", heads, dim));
     }
-    if (m.contains("dropout")) c.number(m["dropout"], "/model/dropout", 0.0, true, 1.0);
-    if (m.contains("post_norm")) c.boolean(m["post_norm"], "/model/post_norm");
-    if (m.contains("positions")) c.choice(m["positions"], "/model/positions", {"relative", "absolute"});
   }
   if (doc.contains("train")) {
     if (kind != "train") c.fail("/train", fmt::format("only used by kind \"train\", this is \"{}\"", kind));
-    const json& t = doc["train"];
-    c.object(t, "/train", scenario_train_keys());
-    if (t.contains("steps")) c.integer(t["steps"], "/train/steps", 1);
-    if (t.contains("minutes")) c.number(t["minutes"], "/train/minutes", 0.0, false);
-    if (t.contains("eval_every")) c.integer(t["eval_every"], "/train/eval_every", 0);
-    if (t.contains("batch")) c.integer(t["batch"], "/train/batch", 1);
-    if (t.contains("lr")) c.number(t["lr"], "/train/lr", 0.0, false);
-    if (t.contains("eval_bytes")) c.integer(t["eval_bytes"], "/train/eval_bytes", 0);
-    if (t.contains("warmup")) c.integer(t["warmup"], "/train/warmup", 0);
-    if (t.contains("data")) c.string(t["data"], "/train/data");
+    c.object(doc["train"], "/train", scenario_train_keys());
+    c.section_fields(doc["train"], "/train", "train");
   }
 
   c.required(doc, "", "axes");
@@ -377,7 +436,7 @@ void validate_scenario(const json& doc, const std::string& file) {
   if (!patterns.is_array() || patterns.empty()) {
     c.fail("/axes/patterns", fmt::format("expected a non-empty array of pattern entries, got {}", shown(patterns)));
   }
-  for (size_t i = 0; i < patterns.size(); ++i) validate_pattern_entry(c, patterns[i], child("/axes/patterns", i), kind);
+  for (size_t i = 0; i < patterns.size(); ++i) validate_pattern_entry(c, patterns[i], child("/axes/patterns", i));
   if (!axes["lengths"].is_array()) c.fail("/axes/lengths", fmt::format("expected an array of integers, got {}", shown(axes["lengths"])));
   c.scalar_or_list(axes["lengths"], "/axes/lengths", [&](const json& v, const std::string& p) { c.integer(v, p, 1, kMaxLength); });
   if (kind == "train") {
@@ -405,7 +464,8 @@ void validate_scenario(const json& doc, const std::string& file) {
     });
   }
   if (axes.contains("threads")) {
-    c.scalar_or_list(axes["threads"], "/axes/threads", [&](const json& v, const std::string& p) { c.integer(v, p, 0, kMaxThreads); });
+    const FieldSpec& threads = *find_config_field("threads");
+    c.scalar_or_list(axes["threads"], "/axes/threads", [&](const json& v, const std::string& p) { c.field(threads, v, p); });
   }
   if (axes.contains("modes")) {
     c.scalar_or_list(axes["modes"], "/axes/modes",
@@ -438,22 +498,14 @@ Scenario scenario_from_json(const json& doc, const std::string& file) {
     s.attention.head_dim = a.value("head_dim", s.attention.head_dim);
     s.attention.relations = a.value("relations", s.attention.relations);
   }
-  if (doc.contains("model")) {
-    const json& m = doc["model"];
-    s.model.layers = m.value("layers", s.model.layers);
-    s.model.dim = m.value("dim", s.model.dim);
-    s.model.ffn = m.value("ffn", s.model.ffn);
-    s.model.heads = m.value("heads", s.model.heads);
-    s.model.dropout = m.value("dropout", s.model.dropout);
-    s.model.post_norm = m.value("post_norm", s.model.post_norm);
-    s.model.positions = m.value("positions", s.model.positions);
-  }
-  if (doc.contains("train")) {
-    // Scenario keys map onto the trainer's command-line option names.
-    for (const auto& [key, value] : doc["train"].items()) {
-      std::string opt = key;
-      std::replace(opt.begin(), opt.end(), '_', '-');
-      s.train_options.emplace_back(opt, value.is_string() ? value.get<std::string>() : value.dump());
+  // Model and training fields: the document's value, else the field's scenario default.
+  for (const FieldSpec& f : config_fields()) {
+    if (!f.in_scenario) continue;
+    const json* where = f.section.empty() ? &doc : doc.contains(f.section) ? &doc[f.section] : nullptr;
+    if (where && where->contains(f.key)) {
+      f.set(s.train, (*where)[f.key]);
+    } else if (!f.scenario_default.is_null()) {
+      f.set(s.train, f.scenario_default);
     }
   }
   return s;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/lm/config.h"
 #include "patterns/graph.h"
 #include "patterns/pattern.h"
 
@@ -17,7 +18,7 @@ namespace sb {
 
 using json = nlohmann::json;
 
-// Keys the validator accepts at each level (scenarios/schema.json lists the same ones).
+// Keys the validator accepts at each level (scenarios/schema.json is generated from the same tables).
 const std::vector<std::string>& scenario_top_keys();
 const std::vector<std::string>& scenario_axes_keys();
 const std::vector<std::string>& scenario_attention_keys();
@@ -44,16 +45,6 @@ struct AttentionSettings {
   bool relations = true;
 };
 
-struct ModelSettings {
-  int64_t layers = 6;
-  int64_t dim = 512;
-  int64_t ffn = 2048;
-  int64_t heads = 8;
-  double dropout = 0.0;
-  bool post_norm = false;
-  std::string positions = "relative";
-};
-
 // A validated scenario with defaults filled in.
 struct Scenario {
   std::string file;
@@ -66,8 +57,9 @@ struct Scenario {
   int64_t seed = 0;
   int64_t memory_budget_bytes = 0;  // 0: no budget
   AttentionSettings attention;
-  ModelSettings model;
-  std::vector<std::pair<std::string, std::string>> train_options;  // trainer CLI option names
+  // Kinds model and train: /model, /train, /device and /seed over the scenario defaults of the config fields
+  // (harness/lm/config.h); each point's config adds its axis values.
+  TrainConfig train;
   json doc;  // the document after overrides (recorded in run.json)
 };
 
@@ -96,6 +88,7 @@ struct Point {
   std::string fingerprint;
   int64_t analytic_bytes = 0;
   std::string skip_reason;  // non-empty: recorded as skipped, not run
+  TrainConfig config;       // model and training configuration of this point (kinds model and train), device included
 };
 
 // Solves the integer value of `param` in [lo, hi] whose graph's mean token in-degree is closest
@@ -114,8 +107,7 @@ int64_t analytic_memory_bytes(const Scenario& s, const Point& p);
 // Statistics of the dense op's implicit graph, computed without building it.
 GraphStats dense_op_stats(int64_t n, bool causal);
 
-// Expands the axes into points: graph statistics, analytic memory and skip decisions included.
-// `progress` (optional) is told about each graph-building step for long expansions.
+// Expands the axes into points: graph statistics, analytic memory, skip decisions and each point's typed config.
 std::vector<Point> expand_scenario(const Scenario& s);
 
 // The record fields that describe a point (axis values, graph statistics, analytic memory).
@@ -123,5 +115,12 @@ json point_to_json(const Scenario& s, const Point& p);
 
 // Graph export in the format of `sparsebench pattern --export` (see PATTERNS.md).
 json graph_export_json(const std::string& name, const Params& params, const Graph& g);
+
+// The fields a scenario file takes besides the config fields: top-level run settings and /attention.
+const std::vector<FieldSpec>& scenario_fields();
+
+// scenarios/schema.json, generated from the field tables (`sparsebench schema` prints it; a test checks the
+// committed file against it).
+json scenario_schema();
 
 }  // namespace sb

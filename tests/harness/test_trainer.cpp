@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/lm/trainer.h"
+#include "harness/measure/device.h"
 #include "common/error.h"
 #include "tests/scenarios/temp_dir.h"  // remove_tree: fs::remove_all segfaulted with the pip LibTorch
 
@@ -85,7 +86,9 @@ TEST(TrainOptions, ParsesAndNamesBadValues) {
       EXPECT_EQ(std::string(e.what()), text);
     }
   };
-  expect_error({{"batch", "0"}}, "--batch: expected an integer >= 1, got 0");
+  expect_error({{"batch", "0"}}, "--batch: expected an integer in [1, 65536], got 0");
+  expect_error({{"threads", "5000"}}, "--threads: expected an integer in [0, 1024], got 5000");
+  expect_error({{"dim", "1000000000"}}, "--dim: expected an integer in [1, 65536], got 1000000000");
   expect_error({{"lr", "fast"}}, "--lr: expected a number, got 'fast'");
   expect_error({{"dropout", "1.5"}}, "--dropout: expected a number in [0, 0.99], got 1.5");
   expect_error({{"positions", "rope"}}, "--positions: expected 'relative' or 'absolute', got 'rope'");
@@ -101,6 +104,18 @@ TEST(Train, MissingDataPointsToFetchScript) {
   EXPECT_NE(msg.find("scripts/fetch_enwik8.sh"), std::string::npos) << msg;
   c.data = dir + "/absent.bin";
   EXPECT_NE(error_of(c).find("data file '" + dir + "/absent.bin': cannot open"), std::string::npos);
+  sb::test::remove_tree(dir);
+}
+
+// `train --device cuda` runs there or refuses before writing anything.
+TEST(Train, CudaRequestWithoutCudaIsRefusedBeforeAnythingIsWritten) {
+  if (sb::build_has_cuda() && torch::cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";
+  const std::string dir = temp_dir("cuda");
+  auto c = tiny(make_corpus(dir), dir + "/out");
+  c.device = "cuda";
+  const std::string msg = error_of(c);
+  EXPECT_EQ(msg.rfind("device cuda requested but ", 0), 0u) << msg;
+  EXPECT_FALSE(fs::exists(dir + "/out"));
   sb::test::remove_tree(dir);
 }
 

@@ -11,6 +11,7 @@
 #include "harness/scenario/run_config.h"
 #include "harness/scenario/paths.h"
 #include "harness/scenario/records.h"
+#include "harness/scenario/sweep.h"
 #include "common/error.h"
 #include "tests/scenarios/temp_dir.h"
 

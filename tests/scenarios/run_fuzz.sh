@@ -3,7 +3,7 @@
 #   scenario    scenario text -> parse, validate, expand (fuzz_scenario.cpp; seeds scenarios/*.json, fuzz_seeds/)
 #   cli         command lines -> option parser, --set values, overrides (fuzz_cli.cpp; seeds fuzz_seeds/cli/)
 #   checkpoint  checkpoint files -> envelope and info JSON (fuzz_checkpoint.cpp; seeds fuzz_seeds/checkpoint/)
-# built against harness/scenario/, the harness's torch-free helpers and patterns/*.cpp only (no LibTorch).
+# built against harness/scenario/, harness/lm/config.cpp, common/ and the harness's torch-free helpers and patterns/*.cpp only (no LibTorch).
 # Exit 77 (skip) when clang's libFuzzer runtime is missing.
 # usage: tests/scenarios/run_fuzz.sh [SECONDS (default 60)] [WORK_DIR (default $TMPDIR/sb_fuzz_TARGET)] [TARGET (scenario)]
 set -euo pipefail
@@ -31,7 +31,7 @@ case "$target" in
 esac
 sources=("$src/tests/scenarios/fuzz_$target.cpp" "$src/harness/scenario/scenario.cpp" "$src/harness/scenario/expand.cpp"
          "$src/common/json_guard.cpp" "$src/harness/cli/cli.cpp" "$src/harness/lm/checkpoint_format.cpp"
-         "$src/common/sha256.cpp" "$src/common/limits.cpp")
+         "$src/common/sha256.cpp" "$src/common/limits.cpp" "$src/harness/lm/config.cpp" "$src/common/text.cpp")
 for f in "$src"/patterns/*.cpp; do sources+=("$f"); done
 # Recompile a source only when it or any header is newer than its object.
 newest_header=$(find "$src/common" "$src/patterns" "$src/harness" -name '*.h' -printf '%T@\n' | sort -n | tail -1)

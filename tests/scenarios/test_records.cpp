@@ -5,7 +5,9 @@
 #include <fstream>
 #include <map>
 
+#include "common/sha256.h"
 #include "harness/scenario/records.h"
+#include "harness/scenario/sweep.h"
 #include "common/error.h"
 #include "tests/scenarios/temp_dir.h"
 

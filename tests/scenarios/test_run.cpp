@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "harness/cli/cli.h"
+#include "harness/measure/device.h"
 #include "harness/scenario/records.h"
 #include "common/error.h"
 #include "tests/scenarios/temp_dir.h"
@@ -127,5 +128,26 @@ TEST(Run, DryRunRunsNothing) {
   ASSERT_EQ(cmd_run({file, "--dry-run", "--out", d.file("run"), "--set", "axes/lengths=[16,32,64]"}), 0);
   const std::string out = testing::internal::GetCapturedStdout();
   EXPECT_NE(out.find("3 points, 3 to run, 0 skipped"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(d.file("run")));
+}
+
+// A train scenario asking for CUDA where this build or machine has none is refused before anything runs: no run
+// directory, no records (it used to train on the CPU while recording "cuda").
+TEST(Run, TrainScenarioAskingForCudaIsRefusedBeforeAnythingRuns) {
+  if (build_has_cuda() && torch::cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";
+  TempDir d("cuda_refused");
+  const std::string file = write(d, "train.json", R"({"kind": "train", "device": "cuda", "train": {"data": "x.bin",
+    "steps": 2}, "model": {"layers": 1, "dim": 16, "heads": 2, "ffn": 32},
+    "axes": {"patterns": [{"name": "window", "w": 4}], "lengths": [16], "threads": 1}})");
+  try {
+    cmd_run({file, "--out", d.file("run"), "--no-plot"});
+    FAIL() << "a CUDA train scenario ran on a build or machine without CUDA";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_TRUE(msg == "device cuda requested but this build has no CUDA" ||
+                msg == "device cuda requested but no CUDA device is available")
+        << msg;
+    EXPECT_EQ(msg.find("no CUDA device") != std::string::npos, build_has_cuda()) << msg;
+  }
   EXPECT_FALSE(fs::exists(d.file("run")));
 }

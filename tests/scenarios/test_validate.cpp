@@ -271,24 +271,3 @@ TEST(ShippedScenarios, AllValidate) {
   EXPECT_GE(checked, 6);
 }
 
-// scenarios/schema.json describes exactly the keys the validator accepts.
-TEST(ShippedScenarios, SchemaMatchesValidatorKeys) {
-  const json schema = read_scenario_file(std::string(SB_SOURCE_DIR) + "/scenarios/schema.json");
-  auto keys = [](const json& obj) {
-    std::vector<std::string> k;
-    for (const auto& [key, _] : obj["properties"].items()) k.push_back(key);
-    std::sort(k.begin(), k.end());
-    return k;
-  };
-  auto sorted = [](std::vector<std::string> v) {
-    std::sort(v.begin(), v.end());
-    return v;
-  };
-  EXPECT_EQ(keys(schema), sorted(scenario_top_keys()));
-  EXPECT_EQ(keys(schema["properties"]["axes"]), sorted(scenario_axes_keys()));
-  EXPECT_EQ(keys(schema["properties"]["attention"]), sorted(scenario_attention_keys()));
-  EXPECT_EQ(keys(schema["properties"]["model"]), sorted(scenario_model_keys()));
-  EXPECT_EQ(keys(schema["properties"]["train"]), sorted(scenario_train_keys()));
-  EXPECT_EQ(keys(schema["$defs"]["pattern_entry"]), sorted(scenario_pattern_entry_keys()));
-  EXPECT_EQ(schema["additionalProperties"], false);
-}

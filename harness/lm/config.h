@@ -1,0 +1,156 @@
+// Model and training configuration: every field described once (JSON key, CLI option, type, range, default, help,
+// where scenario files take it). CLI parsing, --help, scenario validation, scenarios/schema.json and the config
+// recorded in result.json and records all come from these rows. Plain C++, no LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/limits.h"
+#include "patterns/pattern.h"
+
+namespace sb {
+
+// One row per field: F(member, C++ type, default, spec). The spec (built in config.cpp) gives the JSON key, range
+// and help; the CLI option is the key with '-' for '_' unless .flag() renames it; .scenario(section, default)
+// lets scenario files set it under /section (top level for "") with its own default there. Adding an option is
+// adding a row: the struct member, the CLI option, --help, the scenario key, the schema and the recorded config
+// follow from it.
+#define SB_MODEL_FIELDS(F)                                                                                          \
+  F(pattern, std::string, "bpt", text("pattern", "causal attention pattern from the registry"))                      \
+  F(pattern_params, Params, {}, params("pattern_params", "pattern parameter K=V, repeatable (e.g. --set k=4)")      \
+                                    .flag("set"))                                                                   \
+  F(attention, std::string, "graph",                                                                                \
+    choice("attention", {"graph", "dense"}, "graph (pattern graph attention) | dense (plain LibTorch baseline)"))    \
+  F(causal, bool, true, boolean("causal", "left-to-right attention (language models are causal)").no_flag())        \
+  F(context, int64_t, 512, integer("context", 2, kMaxLength, "bytes per training window"))                          \
+  F(layers, int64_t, 2, integer("layers", 1, 1024, "Transformer blocks").scenario("model", 6))                       \
+  F(dim, int64_t, 128, integer("dim", 1, 65536, "model width").scenario("model", 512))                              \
+  F(heads, int64_t, 4, integer("heads", 1, 4096, "attention heads; divides dim").scenario("model", 8))              \
+  F(ffn, int64_t, 512, integer("ffn", 1, int64_t{1} << 20, "feed-forward width").scenario("model", 2048))          \
+  F(dropout, double, 0.1, real("dropout", 0.0, 0.99, "dropout probability").scenario("model", 0.0))                 \
+  F(post_norm, bool, false, boolean("post_norm", "post-norm blocks as in the paper (default pre-norm)")            \
+                                .scenario("model", false))                                                          \
+  F(positions, std::string, "relative",                                                                             \
+    choice("positions", {"relative", "absolute"}, "relative (per-layer relation embeddings) | absolute")           \
+        .scenario("model", "relative"))
+
+#define SB_TRAIN_FIELDS(F)                                                                                          \
+  F(device, std::string, "cpu", choice("device", {"cpu", "cuda"}, "where tensors live").scenario("", "cpu"))         \
+  F(data, std::string, "", text("data", "enwik8 or a prefix of it (required to train)").scenario("train", nullptr))  \
+  F(out_dir, std::string, "results/train",                                                                          \
+    text("out_dir", "where metrics.jsonl, checkpoint.pt and result.json go").flag("out"))                          \
+  F(steps, int64_t, 20000, integer("steps", 1, int64_t{1} << 40, "optimizer steps, the schedule's length")          \
+                               .scenario("train", 20000))                                                           \
+  F(minutes, double, 0.0, real("minutes", 0.0, 1e7, "training-time budget; 0 = none").scenario("train", 0.0))       \
+  F(batch, int64_t, 4, integer("batch", 1, 65536, "windows per step").scenario("train", 8))                         \
+  F(lr, double, 3e-3, real("lr", 0.0, 10.0, "peak learning rate").open_below().scenario("train", 3e-3))             \
+  F(min_lr_ratio, double, 0.1, real("min_lr_ratio", 0.0, 1.0, "cosine decays to lr * min_lr_ratio")                \
+                                   .scenario("train", 0.1))                                                         \
+  F(warmup, int64_t, 100, integer("warmup", 0, int64_t{1} << 40, "learning-rate warm-up steps")                     \
+                              .scenario("train", 100))                                                              \
+  F(weight_decay, double, 0.01, real("weight_decay", 0.0, 10.0, "AdamW weight decay (matrices only)")              \
+                                    .scenario("train", 0.01))                                                       \
+  F(beta1, double, 0.9, real("beta1", 0.0, 0.999999, "AdamW beta1").scenario("train", 0.9))                         \
+  F(beta2, double, 0.99, real("beta2", 0.0, 0.999999, "AdamW beta2").scenario("train", 0.99))                       \
+  F(clip, double, 1.0, real("clip", 0.0, 1e9, "gradient-norm clip; 0 = off").scenario("train", 1.0))                \
+  F(seed, int64_t, 1, integer("seed", 0, int64_t{1} << 62, "seeds weights, dropout and data").scenario("", 0))       \
+  F(eval_every, int64_t, 200, integer("eval_every", 0, int64_t{1} << 40, "valid evaluation every N steps, 0 = end only") \
+                                  .scenario("train", 200))                                                          \
+  F(eval_bytes, int64_t, 65536, integer("eval_bytes", 0, int64_t{1} << 40, "valid bytes scored at those evaluations, 0 = all") \
+                                    .scenario("train", 65536))                                                      \
+  F(eval_batch, int64_t, 8, integer("eval_batch", 1, 65536, "windows per evaluation pass").scenario("train", 8))    \
+  F(checkpoint_every, int64_t, 500, integer("checkpoint_every", 0, int64_t{1} << 40, "checkpoint every N steps (also at the end)") \
+                                        .scenario("train", 500))                                                    \
+  F(log_every, int64_t, 50, integer("log_every", 1, int64_t{1} << 40, "progress line every N steps")                \
+                                .scenario("train", 50))                                                             \
+  F(threads, int64_t, 0, integer("threads", 0, kMaxThreads, "CPU threads, 0 = all cores"))                          \
+  F(profile, bool, false, boolean("profile", "split a step's time: graph attention, matmuls, norms, GELU, dropout, other, optimizer") \
+                              .scenario("train", false))                                                            \
+  F(final_eval, bool, true, boolean("final_eval", "full valid/test evaluation at the end (--no-final-eval skips it)")                \
+                                .flag("no-final-eval").negated().scenario("train", true))                           \
+  F(resume, bool, false, boolean("resume", "continue from DIR/checkpoint.pt (refused when settings differ from the checkpoint's)") \
+                              .not_recorded())                                                              \
+  F(allow_changes, bool, false, boolean("allow_changes", "with --resume: continue with changed settings; result.json records old and new") \
+                                    .not_recorded())                                                        \
+  F(overwrite, bool, false, boolean("overwrite", "replace an earlier run in --out DIR (without it, train refuses to)") \
+                                .not_recorded())                                                            \
+  F(quiet, bool, false, boolean("quiet", "no progress lines (the final JSON line is still printed)").not_recorded()) \
+  F(stop_after, int64_t, 0, integer("stop_after", 0, int64_t{1} << 40, "stop after N steps of this process as if interrupted (for resume checks)") \
+                                .not_recorded())
+
+#define SB_DECLARE_FIELD(member, type, default_value, spec) type member = default_value;
+
+struct ModelConfig {
+  SB_MODEL_FIELDS(SB_DECLARE_FIELD)
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  SB_TRAIN_FIELDS(SB_DECLARE_FIELD)
+};
+
+#undef SB_DECLARE_FIELD
+
+enum class FieldType { integer, real, boolean, text, choice, params };
+
+// The description of one field; the rows above make one each.
+struct FieldSpec {
+  std::string key;                   // JSON key in records, result.json and scenario files
+  std::string flag;                  // CLI option without "--" ("" = not on the CLI)
+  FieldType type = FieldType::text;
+  double lo = 0.0, hi = 0.0;         // integer / real range, inclusive
+  bool lo_open = false, hi_open = false;  // real: lo / hi themselves excluded
+  std::vector<std::string> choices;  // choice
+  std::string help;
+  bool model = false;                // lives in ModelConfig (result.json: config.model)
+  bool negated = false;              // boolean whose CLI flag sets it false (--no-final-eval)
+  bool recorded = true;              // written into the recorded config
+  bool in_scenario = false;          // scenario files set it under /section
+  std::string section;               // "" top level, "model", "train"
+  nlohmann::json scenario_default;   // its default in scenario files (null: none, e.g. data)
+  nlohmann::json cli_default;        // the struct's default
+  std::function<nlohmann::json(const TrainConfig&)> get;
+  std::function<void(TrainConfig&, const nlohmann::json&)> set;
+
+  bool is_switch() const { return type == FieldType::boolean; }  // on the CLI a boolean is a flag without value
+};
+
+// Every model and training field, model first, in row order.
+const std::vector<FieldSpec>& config_fields();
+// The field with JSON key `key` (nullptr when none).
+const FieldSpec* find_config_field(const std::string& key);
+
+// What is wrong with `v` for field `f` ("expected an integer in [1, 1024]"), "" when it fits. `quote` is how
+// choices are shown: '\'' on the command line, '"' in JSON documents.
+std::string field_problem(const FieldSpec& f, const nlohmann::json& v, char quote);
+// The range of a number field in words: "in [1, 1024]", ">= 0", "> 0 and <= 10".
+std::string field_range_text(const FieldSpec& f);
+
+// Parses a CLI value of `f` ("--batch 8"); throws sb::Error "--batch: expected an integer in [1, 65536], got 0".
+nlohmann::json parse_cli_value(const FieldSpec& f, const std::string& text);
+
+// Fills a TrainConfig from CLI option names (without "--") and their values; "set" holds K=V and accumulates,
+// every other option takes its last value; switches take true/false words. Throws sb::Error naming the option.
+TrainConfig train_config_from_options(const std::vector<std::pair<std::string, std::string>>& options);
+
+// Every CLI option of `sparsebench train`, and those that take no value.
+const std::vector<std::string>& train_option_names();
+const std::vector<std::string>& train_flag_names();
+// The options part of `sparsebench train --help`, with defaults and ranges.
+std::string train_options_help();
+
+// Checks every field's range and what ties fields together (heads divides dim); throws sb::Error "FIELD: ...".
+void validate_model_config(const ModelConfig& cfg);
+void validate_train_config(const TrainConfig& cfg);  // the model's fields and the training fields
+
+// The recorded configuration: {"model": {...}, "data": ..., ...} (result.json, checkpoints, training records).
+nlohmann::json train_config_json(const TrainConfig& cfg);
+nlohmann::json model_config_json(const ModelConfig& cfg);
+
+}  // namespace sb

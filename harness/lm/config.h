@@ -28,7 +28,7 @@ namespace sb {
   F(attention, std::string, "graph",                                                                                \
     choice("attention", {"graph", "dense"}, "graph (pattern graph attention) | dense (plain LibTorch baseline)"))    \
   F(causal, bool, true, boolean("causal", "left-to-right attention (language models are causal)").no_flag())        \
-  F(context, int64_t, 512, integer("context", 2, kMaxLength, "bytes per training window"))                          \
+  F(context, int64_t, 512, integer("context", 2, int64_t{1} << 20, "bytes per training window"))                   \
   F(layers, int64_t, 2, integer("layers", 1, 1024, "Transformer blocks").scenario("model", 6))                       \
   F(dim, int64_t, 128, integer("dim", 1, 65536, "model width").scenario("model", 512))                              \
   F(heads, int64_t, 4, integer("heads", 1, 4096, "attention heads; divides dim").scenario("model", 8))              \

@@ -196,7 +196,7 @@ TEST(Validate, DegreeEntries) {
   EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/0/degree: pattern dense has no parameter to solve for a degree");
   d = base();
   d["axes"]["patterns"][2]["degree"] = json::array({24, 0});
-  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/2/degree/1: expected a number > 0, got 0");
+  EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/2/degree/1: expected a number > 0 and < 16777216, got 0");
   d = base();
   d["axes"]["patterns"][2]["degree"] = 24;
   d["axes"]["patterns"][2]["solve"] = "k";

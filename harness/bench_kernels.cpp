@@ -1,6 +1,6 @@
 // `sparsebench bench kernels`: graph attention (forward, forward+backward) vs the dense LibTorch baseline.
-// Axes: pattern in {bpt k=1,4,16,64; window w=64,256; fixed l=128,c=8; bigbird b=32,r=2} plus dense LibTorch, n in {1024, 4096,
-// 8192, 16384, 65536}, B=1, H=8, D=64, bidirectional, graph attention with relation embeddings.
+// Axes: pattern in {bpt k=1,4,16,64; window w=64,256; fixed l=128,c=8; bigbird b=32,r=2} plus dense LibTorch,
+// n in {1024, 4096, 8192, 16384, 65536}, B=1, H=8, D=64, bidirectional, graph attention with relation embeddings.
 // Counters: edges_per_s (attended pairs per second), gflops (forward 4*E*H*D flops; forward+backward
 // 14*E*H*D: the backward counted as 2.5x the forward, the FlashAttention convention, recomputation
 // excluded), gemm_fraction (gflops / the fp32 2048^3 LibTorch matmul rate measured once in this process),

@@ -148,7 +148,8 @@ TEST_P(GsaCpuTable, Fp64MatchesDoubleReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCpuTable,
-                         ::testing::Combine(::testing::ValuesIn(pattern_names()), ::testing::ValuesIn(gsa_cpu_targets())),
+                         ::testing::Combine(::testing::ValuesIn(pattern_names()),
+                                            ::testing::ValuesIn(gsa_cpu_targets())),
                          [](const ::testing::TestParamInfo<PatternTarget>& info) {
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param);
                          });

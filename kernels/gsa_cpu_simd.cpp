@@ -26,6 +26,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Pointer arrays are sized for the widest vectors of any target.
 constexpr int kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+constexpr int kMaxHeads = 16;  // heads combined per d_rel_emb row update
 
 inline int64_t at(const GsaStrides& s, int64_t b, int64_t n) { return b * s.batch + n * s.node; }
 
@@ -138,7 +139,11 @@ HWY_INLINE hn::Vec<D> group_dot(D d, const T* const* a, int64_t a_off, const T* 
                                 const T* const* c, int64_t len) {
   using V = hn::Vec<D>;
   constexpr size_t kN = hn::MaxLanes(D());
+#if HWY_HAVE_SCALABLE
   const size_t N = hn::Lanes(d);
+#else
+  constexpr size_t N = kN;  // a compile-time count lets the compiler keep every part[j] in a register
+#endif
   V part[kN];
   for (size_t j = 0; j < N; ++j) part[j] = hn::Zero(d);
   int64_t i = 0;
@@ -147,6 +152,7 @@ HWY_INLINE hn::Vec<D> group_dot(D d, const T* const* a, int64_t a_off, const T* 
     V f[4];
     const T* fp = (FIX == kFixedA ? a[0] + a_off : b[0] + b_off) + i;
     for (int k = 0; k < 4; ++k) f[k] = hn::LoadU(d, fp + k * n);
+#pragma GCC unroll 16
     for (size_t j = 0; j < N; ++j) {
       const T* vp = (FIX == kFixedA ? b[j] + b_off : a[j] + a_off) + i;
       for (int k = 0; k < 4; ++k) {
@@ -163,6 +169,7 @@ HWY_INLINE hn::Vec<D> group_dot(D d, const T* const* a, int64_t a_off, const T* 
   }
   for (; i + n <= len; i += n) {
     const V f = hn::LoadU(d, (FIX == kFixedA ? a[0] + a_off : b[0] + b_off) + i);
+#pragma GCC unroll 16
     for (size_t j = 0; j < N; ++j) {
       const V x = hn::LoadU(d, (FIX == kFixedA ? b[j] + b_off : a[j] + a_off) + i);
       if constexpr (REL) {
@@ -268,39 +275,55 @@ struct In {
         rel(static_cast<const T*>(p.rel_emb)) {}
 };
 
+// Source rows of the edges [c, c + nc) of one destination row (batch b), one per lane; padding lanes (nc up to
+// nl) reuse edge c and are masked by the caller.
+template <typename T>
+struct EdgeChunk {
+  const T* k[kMaxLanes * 2];
+  const T* v[kMaxLanes * 2];
+  const T* r[kMaxLanes * 2];
+  void gather(const GsaParams& p, const In<T>& in, int64_t b, int64_t c, int nc, int nl) {
+    const GsaGraphView& g = p.graph;
+    for (int j = 0; j < nl; ++j) {
+      const int64_t e = c + (j < nc ? j : 0);
+      k[j] = in.k + at(p.k_strides, b, g.col[e]);
+      v[j] = in.v + at(p.v_strides, b, g.col[e]);
+      r[j] = in.rel != nullptr ? in.rel + g.rel[e] * p.rel_stride : nullptr;
+    }
+  }
+};
+
+// Scaled scores q_u,h . (k_j,h + r_j) of a chunk's edges, -inf in the lanes outside `valid`.
+template <bool REL, class D, class M, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<D> chunk_scores(D d, const GsaParams& p, const T* const* q_u, int64_t h, const EdgeChunk<T>& ch,
+                                   M valid) {
+  const auto dots = group_dot<kFixedA, REL>(d, q_u, h * p.q_strides.head, ch.k, h * p.k_strides.head, ch.r, p.D);
+  return hn::IfThenElse(valid, hn::Mul(dots, hn::Set(d, static_cast<T>(p.scale))), hn::Set(d, gsa_neg_inf<T>()));
+}
+
 // Forward: adds edges [e0, e1) of row u (batch b) to the online-softmax state m [H], l [H], acc [H, D].
 template <bool REL, typename T>
 void forward_accumulate(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, T* m, T* l, T* acc) {
   const hn::ScalableTag<T> d;
   const int nl = static_cast<int>(hn::Lanes(d));
   const In<T> in(p);
-  const GsaGraphView& g = p.graph;
   const int64_t H = p.H, D = p.D;
-  const auto scale = hn::Set(d, static_cast<T>(p.scale));
   const T* q_u[1] = {in.q + at(p.q_strides, b, u)};
-  const T* kp[kMaxLanes * 2];
-  const T* vp[kMaxLanes * 2];
-  const T* rp[kMaxLanes * 2];
+  EdgeChunk<T> ch;
   HWY_ALIGN T probs[kMaxLanes * 2];
   for (int64_t c = e0; c < e1; c += nl) {
     const int nc = static_cast<int>(std::min<int64_t>(nl, e1 - c));
-    for (int j = 0; j < nl; ++j) {
-      const int64_t e = c + (j < nc ? j : 0);  // padding lanes reuse the first edge and are masked
-      kp[j] = in.k + at(p.k_strides, b, g.col[e]);
-      vp[j] = in.v + at(p.v_strides, b, g.col[e]);
-      rp[j] = REL ? in.rel + g.rel[e] * p.rel_stride : nullptr;
-    }
+    ch.gather(p, in, b, c, nc, nl);
     const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
     for (int64_t h = 0; h < H; ++h) {
-      const auto dots = group_dot<kFixedA, REL>(d, q_u, h * p.q_strides.head, kp, h * p.k_strides.head, rp, D);
-      const auto s = hn::IfThenElse(valid, hn::Mul(dots, scale), hn::Set(d, gsa_neg_inf<T>()));
+      const auto s = chunk_scores<REL>(d, p, q_u, h, ch, valid);
       const T mx = std::max(m[h], hn::GetLane(hn::MaxOfLanes(d, s)));
       const T alpha = gsa_rescale(m[h], mx);
       const auto pr = vexp(d, hn::Sub(s, hn::Set(d, mx)));
       l[h] = l[h] * alpha + hn::GetLane(hn::SumOfLanes(d, pr));
       m[h] = mx;
       hn::Store(pr, d, probs);
-      group_axpy<false>(d, acc + h * D, alpha, probs, nc, vp, h * p.v_strides.head, rp, D);
+      group_axpy<false>(d, acc + h * D, alpha, probs, nc, ch.v, h * p.v_strides.head, ch.r, D);
     }
   }
 }
@@ -376,43 +399,46 @@ void delta_rows(const GsaParams& p, int64_t u0, int64_t u1) {
 // Backward by destination: adds edges [e0, e1) of row u (batch b) to dq_acc [H, D] (unscaled) and their
 // d_rel_emb contributions to rel_part [R, D].
 template <bool REL, typename T>
-void dq_accumulate(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, T* dq_acc, T* rel_part) {
+void dq_accumulate(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, T* dq_acc, T* rel_part,
+                   T* scratch) {
   const hn::ScalableTag<T> d;
   const int nl = static_cast<int>(hn::Lanes(d));
   const In<T> in(p);
   const GsaGraphView& g = p.graph;
   const int64_t H = p.H, D = p.D;
   const T scale_t = static_cast<T>(p.scale);
-  const auto scale = hn::Set(d, scale_t);
   const T* q_u[1] = {in.q + at(p.q_strides, b, u)};
   const T* do_u[1] = {static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u)};
   const T* lse_u = static_cast<const T*>(p.lse) + (b * p.N + u) * H;
   const T* delta_u = static_cast<const T*>(p.delta) + (b * p.N + u) * H;
-  const T* kp[kMaxLanes * 2];
-  const T* vp[kMaxLanes * 2];
-  const T* rp[kMaxLanes * 2];
+  EdgeChunk<T> ch;
   HWY_ALIGN T ds[kMaxLanes * 2];
+  // With rel_emb: dS of every head of the chunk [H][lanes], so each edge's d_rel_emb row is updated once with
+  // sum_h dS_h q_h instead of once per head.
+  T* ds_heads = REL ? scratch : nullptr;
   for (int64_t c = e0; c < e1; c += nl) {
     const int nc = static_cast<int>(std::min<int64_t>(nl, e1 - c));
-    for (int j = 0; j < nl; ++j) {
-      const int64_t e = c + (j < nc ? j : 0);
-      kp[j] = in.k + at(p.k_strides, b, g.col[e]);
-      vp[j] = in.v + at(p.v_strides, b, g.col[e]);
-      rp[j] = REL ? in.rel + g.rel[e] * p.rel_stride : nullptr;
-    }
+    ch.gather(p, in, b, c, nc, nl);
     const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
     for (int64_t h = 0; h < H; ++h) {
-      const auto sd = group_dot<kFixedA, REL>(d, q_u, h * p.q_strides.head, kp, h * p.k_strides.head, rp, D);
-      const auto s = hn::IfThenElse(valid, hn::Mul(sd, scale), hn::Set(d, gsa_neg_inf<T>()));
+      const auto s = chunk_scores<REL>(d, p, q_u, h, ch, valid);
       const auto pr = vexp(d, hn::Sub(s, hn::Set(d, lse_u[h])));
-      const auto dp = group_dot<kFixedA, false>(d, do_u, h * p.d_o_strides.head, vp, h * p.v_strides.head, rp, D);
+      const auto dp = group_dot<kFixedA, false>(d, do_u, h * p.d_o_strides.head, ch.v, h * p.v_strides.head, ch.r, D);
       hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Set(d, delta_u[h]))), d, ds);  // dS = P (dP - delta)
-      group_axpy<REL>(d, dq_acc + h * D, T(1), ds, nc, kp, h * p.k_strides.head, rp, D);
+      group_axpy<REL>(d, dq_acc + h * D, T(1), ds, nc, ch.k, h * p.k_strides.head, ch.r, D);
       if constexpr (REL) {
-        const T* q_h[1] = {q_u[0] + h * p.q_strides.head};
+        for (int j = 0; j < nc; ++j) ds_heads[h * nl + j] = ds[j] * scale_t;
+      }
+    }
+    if constexpr (REL) {  // d_rel_emb[rel_e] += scale * sum_h dS_h q_h, heads in order
+      const T* q_heads[kMaxHeads];
+      HWY_ALIGN T w[kMaxHeads];
+      for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
+        const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
+        for (int i = 0; i < nh; ++i) q_heads[i] = q_u[0] + (h0 + i) * p.q_strides.head;
         for (int j = 0; j < nc; ++j) {
-          const T w = ds[j] * scale_t;
-          group_axpy<false>(d, rel_part + g.rel[c + j] * D, T(1), &w, 1, q_h, 0, q_h, D);
+          for (int i = 0; i < nh; ++i) w[i] = ds_heads[(h0 + i) * nl + j];
+          group_axpy<false>(d, rel_part + g.rel[c + j] * D, T(1), w, nh, q_heads, 0, q_heads, D);
         }
       }
     }
@@ -424,12 +450,13 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
   const hn::ScalableTag<T> d;
   const int64_t H = p.H, D = p.D;
   T* dq_acc = scratch;
+  T* ds_heads = dq_acc + H * D;
   T* dq = static_cast<T*>(p.dq);
   for (int64_t u = u0; u < u1; ++u) {
     if (skip != nullptr && skip[u]) continue;
     for (int64_t b = 0; b < p.B; ++b) {
       std::fill(dq_acc, dq_acc + H * D, T(0));
-      dq_accumulate<REL>(p, b, u, p.graph.row_ptr[u], p.graph.row_ptr[u + 1], dq_acc, rel_part);
+      dq_accumulate<REL>(p, b, u, p.graph.row_ptr[u], p.graph.row_ptr[u + 1], dq_acc, rel_part, ds_heads);
       T* dq_u = dq + at(p.dq_strides, b, u);
       for (int64_t h = 0; h < H; ++h) {
         scale_copy(d, dq_u + h * p.dq_strides.head, dq_acc + h * D, static_cast<T>(p.scale), D);
@@ -445,11 +472,13 @@ void dq_rows(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, vo
 }
 
 template <typename T>
-void dq_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* dq_acc, void* rel_part, void*) {
+void dq_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* dq_acc, void* rel_part,
+              void* scratch) {
   T* acc = static_cast<T*>(dq_acc);
+  T* s = static_cast<T*>(scratch);
   std::fill(acc, acc + p.H * p.D, T(0));
-  if (p.rel_emb != nullptr) dq_accumulate<true>(p, b, u, e0, e1, acc, static_cast<T*>(rel_part));
-  else dq_accumulate<false>(p, b, u, e0, e1, acc, static_cast<T*>(rel_part));
+  if (p.rel_emb != nullptr) dq_accumulate<true>(p, b, u, e0, e1, acc, static_cast<T*>(rel_part), s);
+  else dq_accumulate<false>(p, b, u, e0, e1, acc, static_cast<T*>(rel_part), s);
 }
 
 // Backward by source: adds transposed edges [t0, t1) of source v (batch b) to dk_acc (unscaled), dv_acc [H, D].

@@ -11,7 +11,7 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import TRAIN_TINY, Failure, run, text_data, write  # noqa: E402
+from sbtest import RUNS, TRAIN_TINY, Failure, run, text_data, write  # noqa: E402
 
 CASES = {}
 
@@ -328,9 +328,10 @@ def main():
         return 0
     failed = 0
     for name in sys.argv[3:]:
+        before = RUNS[0]
         try:
             CASES[name](Work(os.path.abspath(binary), os.path.abspath(root), name))
-            print(f"ok: {name}")
+            print(f"ok: {name} ({RUNS[0] - before} command lines)")
         except Failure as e:
             print(f"FAILED: {name}: {e}")
             failed += 1

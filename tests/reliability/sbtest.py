@@ -14,9 +14,13 @@ class Failure(AssertionError):
     pass
 
 
+RUNS = [0]  # command lines tried, reported by the drivers
+
+
 def run(binary, args, expect_rc, mentions=(), timeout=60, cwd=None, preexec_fn=None, env=None):
     """Runs `binary args`; asserts no signal, the exit code and that stdout+stderr mention every string."""
     t0 = time.time()
+    RUNS[0] += 1
     try:
         p = subprocess.run([binary] + list(args), capture_output=True, text=True, errors="replace", timeout=timeout,
                            cwd=cwd, preexec_fn=preexec_fn, env=env)

@@ -38,14 +38,15 @@ int cmd_run(const std::vector<std::string>& argv) {
   const std::string file = args.positional()[0];
   const Scenario s = load_scenario(file, args.all("set"));
   const std::vector<Point> points = expand_scenario(s);
-  check_points(s, points);  // what every point needs, before the first runs
+  // A device this build or machine lacks is refused first (a dry run only prints), then what every point needs.
+  if (!args.flag("dry-run")) resolve_device(s.device);
+  check_points(s, points);
   if (args.flag("allow-changes") && !args.flag("resume")) throw Error("--allow-changes applies only with --resume");
   if (args.flag("overwrite") && args.flag("resume")) throw Error("--overwrite and --resume exclude each other");
   if (args.flag("dry-run")) {
     print_points(s, points);
     return 0;
   }
-  resolve_device(s.device);  // a device this build or machine lacks is refused before anything runs
   const std::string root = args.str("results", "results");
   std::string run_dir;
   if (auto out = args.maybe("out")) {

@@ -19,11 +19,12 @@ struct TrainState {
   nlohmann::json info;        // configuration and running records (evaluations so far)
 };
 
-// File layout: "SBCKPT1\n", 64 hex digits of SHA-256 over the payload, "\n", then a LibTorch archive.
-void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+// File layout: see checkpoint_format.h (no LibTorch archive: a hostile file can only be refused, never parsed
+// by an unchecked reader).
+void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::AdamW& optimizer,
                      const TrainState& state);
 // Restores model, optimizer and the global CPU generator; throws sb::Error naming the file when it is
 // missing, truncated, corrupt or not a checkpoint.
-TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::AdamW& optimizer);
 
 }  // namespace sb

@@ -252,7 +252,13 @@ json train(const TrainConfig& cfg) {
     }
     step = st.step;
     train_s = st.train_s;
-    std::istringstream(st.data_rng) >> rng;
+    std::istringstream rng_text(st.data_rng);
+    rng_text >> rng;
+    if (rng_text.fail()) {
+      throw Error(fmt::format("checkpoint '{}' is damaged (/meta/data_rng is not a random engine state); delete it or "
+                              "drop --resume to start over",
+                              ckpt_path));
+    }
     evals = st.info.value("evals", json::array());
     resumed_state = st.info.value("progress", json::object());
     truncate_metrics(metrics_path, step);

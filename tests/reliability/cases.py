@@ -3,8 +3,10 @@
 # errors exit 2, never a signal, a hang or an internal error) and that the message names the option, file or
 # JSON pointer at fault; cases that must succeed check what they wrote.
 # usage: cases.py SPARSEBENCH WORK_DIR (--list | CASE...)
+import hashlib
 import json
 import os
+import random
 import resource
 import shutil
 import signal
@@ -296,15 +298,63 @@ def corrupt_checkpoints(w):
     header = 8 + 64 + 1
     damaged = [good[:n] for n in (0, 5, header, header + 100, len(good) // 2)]
     damaged += [good[:header] + b"x" + good[header + 1:], b"SBCKPT1\n" + b"0" * 64 + b"\n"]
-    # Damage behind a valid checksum (a forged file, never an accident) is not tried: it reaches LibTorch's own
-    # archive reader, which is not hardened against hostile archives and can crash.
     failures = []
-    for i, blob in enumerate(damaged):
+
+    def resume(blob, label, rc=2, mentions=("checkpoint",)):
         open(path, "wb").write(blob)
         try:
-            w.train("k", "--steps", "2", "--resume", rc=2, mentions=("checkpoint",))
+            w.train("k", "--steps", "2", "--resume", rc=rc, mentions=mentions)
         except Failure as e:
-            failures.append(f"damage {i}: {e}")
+            failures.append(f"{label}: {e}")
+
+    for i, blob in enumerate(damaged):
+        resume(blob, f"damage {i}")
+    # Forged files: damage behind a valid checksum must be refused by the reader's own checks.
+    payload = good[header:]
+    hlen = int.from_bytes(payload[:8], "little")
+    meta = json.loads(payload[8:8 + hlen])
+    data = payload[8 + hlen:]
+
+    def forge(body):
+        return b"SBCKPT2\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+    def with_header(h, rest=data):
+        text = json.dumps(h).encode()
+        return forge(len(text).to_bytes(8, "little") + text + rest)
+
+    resume(forge((2**63).to_bytes(8, "little") + payload[8:]), "forged length 2^63", mentions=("header length",))
+    resume(forge((0).to_bytes(8, "little") + payload[8:]), "forged length 0", mentions=("header",))
+    resume(forge(b"\x01\x00"), "forged short payload", mentions=("header length",))
+    edits = [("offset", 2**40, "outside"), ("offset", len(data), "outside"), ("nbytes", 2**62, "nbytes"),
+             ("offset", -1, "offset"), ("dtype", "float16", "dtype"), ("shape", [2**41], "shape"),
+             ("shape", [-3], "shape"), ("shape", [2**20] * 4, "2^44"), ("name", "", "name"), ("nbytes", 1.5, "nbytes")]
+    for j, (key, value, says) in enumerate(edits):
+        h = json.loads(json.dumps(meta))
+        h["tensors"][j % len(h["tensors"])][key] = value
+        resume(with_header(h), f"forged {key}={value}", mentions=(says,))
+    h = json.loads(json.dumps(meta))
+    h["tensors"][1]["shape"] = list(reversed(h["tensors"][1]["shape"])) + [1]
+    resume(with_header(h), "forged shape of another model", mentions=("different model",))
+    h = json.loads(json.dumps(meta))
+    del h["tensors"][0]
+    resume(with_header(h), "forged missing tensor", mentions=("no tensor",))
+    h = json.loads(json.dumps(meta))
+    h["tensors"].append(dict(h["tensors"][0]))
+    resume(with_header(h), "forged duplicate tensor", mentions=("twice",))
+    for key, value in (("step", -1), ("info", []), ("data_rng", 5)):
+        h = json.loads(json.dumps(meta))
+        h["meta"][key] = value
+        resume(with_header(h), f"forged meta {key}", mentions=(f"/meta/{key}",))
+    h = json.loads(json.dumps(meta))
+    h["meta"]["data_rng"] = "not an engine state"
+    resume(with_header(h), "forged data_rng text")
+    # Random bytes anywhere behind a valid checksum: refused (2), or accepted as other weights (0); never a crash.
+    rng = random.Random(5)
+    for k in range(12):
+        body = bytearray(payload)
+        for _ in range(rng.choice((1, 4, 64))):
+            body[rng.randrange(len(body))] = rng.randrange(256)
+        resume(forge(bytes(body)), f"forged random bytes {k}", rc=(0, 2), mentions=())
     if failures:
         raise Failure("\n".join(failures))
 

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
+#include <vector>
 #include <string>
 
 #include "common/durable_file.h"
 #include "common/json_guard.h"
+#include "harness/lm/checkpoint_format.h"
 #include "harness/scenario/run_config.h"
 #include "harness/scenario/paths.h"
 #include "harness/scenario/records.h"
@@ -122,4 +125,71 @@ TEST(Sweep, FailureReasonsCarryNoStackTrace) {
   ASSERT_EQ(r.records.size(), 1u);
   EXPECT_EQ(r.records[0]["status"], "failed");
   EXPECT_EQ(r.records[0]["reason"], "shape mismatch in matmul");
+}
+
+namespace {
+
+// A two-tensor checkpoint payload: "a" float32 [2, 3] and "b" int64 [4].
+std::string sample_payload() {
+  sb::CheckpointWriter w;
+  const float a[6] = {1, 2, 3, 4, 5, 6};
+  const int64_t b[4] = {7, 8, 9, 10};
+  w.add("a", "float32", {2, 3}, a, sizeof a);
+  w.add("b", "int64", {4}, b, sizeof b);
+  return w.finish({{"step", 3}});
+}
+
+}  // namespace
+
+TEST(CheckpointFormat, RoundTripKeepsEveryByte) {
+  const sb::CheckpointBody body =
+      sb::parse_checkpoint_body(sb::checkpoint_payload(sb::checkpoint_file_bytes(sample_payload()), "c.pt"), "c.pt");
+  ASSERT_EQ(body.tensors.size(), 2u);
+  EXPECT_EQ(body.meta.at("step"), 3);
+  const sb::CheckpointTensor* b = body.find("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->shape, std::vector<int64_t>({4}));
+  int64_t values[4];
+  std::memcpy(values, body.bytes(*b), sizeof values);
+  EXPECT_EQ(values[3], 10);
+  EXPECT_EQ(body.find("c"), nullptr);
+}
+
+TEST(CheckpointFormat, ForgedTablesAreRefusedNamingTheField) {
+  const std::string good = sample_payload();
+  const uint64_t hlen = static_cast<unsigned char>(good[0]) | (static_cast<uint64_t>(static_cast<unsigned char>(good[1])) << 8);
+  nlohmann::json header = nlohmann::json::parse(good.substr(8, hlen));
+  const std::string data = good.substr(8 + hlen);
+  auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json h = header;
+    edit(h);
+    const std::string text = h.dump();
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
+    return out + text + data;
+  };
+  auto refused = [](const std::string& payload, const std::string& says) {
+    try {
+      (void)sb::parse_checkpoint_body(payload, "f.pt");
+    } catch (const sb::Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("'f.pt'"), std::string::npos) << what;
+      EXPECT_NE(what.find(says), std::string::npos) << what;
+      return;
+    }
+    ADD_FAILURE() << "accepted a payload that should say " << says;
+  };
+  refused(with([](nlohmann::json& h) { h["tensors"][1]["offset"] = 24 + 1; }), "outside");
+  refused(with([](nlohmann::json& h) { h["tensors"][0]["nbytes"] = 20; }), "nbytes");
+  refused(with([](nlohmann::json& h) { h["tensors"][0]["shape"] = {1u << 30, 1u << 30}; }), "2^44");
+  refused(with([](nlohmann::json& h) { h["tensors"][0]["shape"] = {-2, -3}; }), "shape");
+  refused(with([](nlohmann::json& h) { h["tensors"][0]["dtype"] = "bfloat16"; }), "dtype");
+  refused(with([](nlohmann::json& h) { h["tensors"][1]["name"] = "a"; }), "appears twice");
+  refused(with([](nlohmann::json& h) { h.erase("meta"); }), "'meta'");
+  refused(good.substr(0, 5), "header length");
+  refused(std::string(8, '\xff') + good.substr(8), "header length");
+  std::string bad_json = good;
+  bad_json[8] = '[';
+  refused(bad_json, "malformed JSON");
+  EXPECT_THROW((void)sb::checkpoint_payload("SBCKPT1\n" + std::string(65, '0'), "old.pt"), sb::Error);
 }

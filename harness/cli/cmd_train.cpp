@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include "harness/cli/cli.h"
+#include "harness/dist/launch.h"
+#include "harness/dist/process_group.h"
 #include "harness/lm/trainer.h"
 #include "common/error.h"
 
@@ -11,13 +13,23 @@ namespace sb {
 
 namespace {
 
+std::string dist_backends_text() {
+  const auto one = [](const char* device, const char* backend) {
+    return fmt::format("{} {}", device, process_group_available(device, nullptr) ? backend : "none in this build");
+  };
+  return one("cpu", "Gloo") + ", " + one("cuda", "NCCL");
+}
+
 void print_train_help() {
   fmt::print(
       "usage: sparsebench train --data PATH [options]\n\n"
       "Trains a character-level (byte) language model on enwik8 (90/5/5 split) and reports valid/test bits per\n"
       "byte. Get the data with scripts/fetch_enwik8.sh, or use the 4 MB prefix shared/data/enwik8-head.bin.\n\n"
+      "Data-parallel: --nproc N starts N local ranks; under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
+      "MASTER_PORT) or srun (SLURM_PROCID, SLURM_NTASKS with MASTER_ADDR/MASTER_PORT exported) this process is one\n"
+      "rank. Each rank trains --batch windows of every step; rank 0 writes the run. Process groups: {}.\n\n"
       "{}",
-      train_options_help());
+      dist_backends_text(), train_options_help());
 }
 
 }  // namespace
@@ -44,12 +56,29 @@ int cmd_train(const std::vector<std::string>& args) {
     }
   }
   const TrainConfig cfg = train_config_from_options(options);
-  const nlohmann::json result = train(cfg);
+  const RankLayout layout = rank_layout_from_environment(environment_map());
+  if (!layout.distributed() && cfg.nproc > 1) {
+    // The launcher: the ranks are this command again, told their place by torchrun's variables.
+    std::string why;
+    if (!process_group_available(cfg.device, &why)) throw Error(fmt::format("--nproc {}: {}", cfg.nproc, why));
+    std::vector<std::string> argv = {"sparsebench", "train"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_local_ranks(argv, static_cast<int>(cfg.nproc));
+  }
+  nlohmann::json result;
+  try {
+    result = train(cfg, layout);
+  } catch (const RankFailure& e) {
+    fmt::print(stderr, "sparsebench train: error: {}\n", e.what());
+    return 1;
+  }
+  const std::string status = result.value("status", "");
+  const int rc = status == "ok" || status == "stopped" ? 0 : 1;
+  if (layout.rank != 0) return rc;  // rank 0 reports for the run
   fmt::print("train: log {0}/metrics.jsonl, checkpoint {0}/checkpoint.pt, result {0}/result.json\n", cfg.out_dir);
   fmt::print("{}\n", result.dump());
   std::fflush(stdout);
-  const std::string status = result.value("status", "");
-  return status == "ok" || status == "stopped" ? 0 : 1;
+  return rc;
 }
 
 }  // namespace sb

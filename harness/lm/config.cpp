@@ -255,6 +255,36 @@ TrainConfig train_config_from_options(const std::vector<std::pair<std::string, s
   return c;
 }
 
+std::vector<std::pair<std::string, std::string>> train_config_options(const TrainConfig& cfg) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const FieldSpec& f : config_fields()) {
+    if (f.flag.empty()) continue;
+    const json v = f.get(cfg);
+    switch (f.type) {
+      case FieldType::params:
+        for (const auto& [k, x] : v.items()) out.emplace_back(f.flag, fmt::format("{}={}", k, x.get<int64_t>()));
+        break;
+      case FieldType::boolean:
+        if (v.get<bool>() != f.negated) out.emplace_back(f.flag, "true");
+        break;
+      case FieldType::text:
+      case FieldType::choice: {
+        const std::string text = v.get<std::string>();
+        // The dense baseline takes no pattern; an unset path keeps its default.
+        if (text.empty() || (f.key == "pattern" && cfg.model.attention == "dense")) break;
+        out.emplace_back(f.flag, text);
+        break;
+      }
+      case FieldType::real:
+        out.emplace_back(f.flag, fmt::format("{}", v.get<double>()));
+        break;
+      default:
+        out.emplace_back(f.flag, v.dump());
+    }
+  }
+  return out;
+}
+
 std::string train_options_help() {
   std::string out;
   for (const bool model : {true, false}) {

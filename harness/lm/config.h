@@ -69,7 +69,13 @@ namespace sb {
                                         .scenario("train", 500))                                                    \
   F(log_every, int64_t, 50, integer("log_every", 1, int64_t{1} << 40, "progress line every N steps")                \
                                 .scenario("train", 50))                                                             \
-  F(threads, int64_t, 0, integer("threads", 0, kMaxThreads, "CPU threads, 0 = all cores"))                          \
+  F(threads, int64_t, 0, integer("threads", 0, kMaxThreads, "CPU threads per rank, 0 = the cores split between the ranks")) \
+  F(nproc, int64_t, 1, integer("nproc", 1, 1024, "data-parallel ranks started here (each with --batch windows); under torchrun or srun the world size") \
+                           .scenario("train", 1))                                                                  \
+  F(dtype, std::string, "float32", choice("dtype", {"float32", "float64"}, "precision of weights and activations")  \
+                                       .scenario("train", "float32"))                                              \
+  F(dist_timeout, double, 45.0, real("dist_timeout", 1.0, 86400.0, "seconds a rank waits for the others (rendezvous, collectives) before it stops") \
+                                    .not_recorded())                                                        \
   F(profile, bool, false, boolean("profile", "split a step's time: graph attention, matmuls, norms, GELU, dropout, other, optimizer") \
                               .scenario("train", false))                                                            \
   F(final_eval, bool, true, boolean("final_eval", "full valid/test evaluation at the end (--no-final-eval skips it)")                \
@@ -148,6 +154,10 @@ std::string train_options_help();
 // Checks every field's range and what ties fields together (heads divides dim); throws sb::Error "FIELD: ...".
 void validate_model_config(const ModelConfig& cfg);
 void validate_train_config(const TrainConfig& cfg);  // the model's fields and the training fields
+
+// The command-line options that give `cfg` back through train_config_from_options (every field with an option,
+// at its value): how `train --nproc N` hands a configuration to its ranks.
+std::vector<std::pair<std::string, std::string>> train_config_options(const TrainConfig& cfg);
 
 // The recorded configuration: {"model": {...}, "data": ..., ...} (result.json, checkpoints, training records).
 nlohmann::json train_config_json(const TrainConfig& cfg);

@@ -77,18 +77,29 @@ nlohmann::json Enwik8::provenance() const {
 }
 
 torch::Tensor sample_windows(const Enwik8& data, Split split, int64_t batch, int64_t length, std::mt19937_64& rng) {
+  return sample_windows(data, split, batch, length, rng, 0, batch);
+}
+
+torch::Tensor sample_windows(const Enwik8& data, Split split, int64_t batch, int64_t length, std::mt19937_64& rng,
+                             int64_t first_row, int64_t rows) {
   if (split.size() < length) {
     throw Error(fmt::format("data file '{}': split of {} bytes is shorter than a window of {}", data.path(),
                             split.size(), length));
   }
-  auto out = torch::empty({batch, length}, torch::kInt64);
+  if (first_row < 0 || rows < 0 || first_row + rows > batch) {
+    throw Error(fmt::format("sample_windows: rows [{}, {}) are not inside a batch of {}", first_row,
+                            first_row + rows, batch));
+  }
+  auto out = torch::empty({rows, length}, torch::kInt64);
   auto* o = out.data_ptr<int64_t>();
   const uint8_t* b = data.bytes().data();
   const uint64_t span = static_cast<uint64_t>(split.size() - length + 1);
   for (int64_t i = 0; i < batch; ++i) {
     // Plain modulo keeps the draw identical across standard libraries (the bias is negligible here).
     const int64_t start = split.begin + static_cast<int64_t>(rng() % span);
-    for (int64_t t = 0; t < length; ++t) o[i * length + t] = b[start + t];
+    if (i < first_row || i >= first_row + rows) continue;
+    int64_t* row = o + (i - first_row) * length;
+    for (int64_t t = 0; t < length; ++t) row[t] = b[start + t];
   }
   return out;
 }

@@ -55,6 +55,11 @@ class Enwik8 {
 
 // Samples `batch` random windows of `length` bytes from `split`; returns [batch, length] int64.
 torch::Tensor sample_windows(const Enwik8& data, Split split, int64_t batch, int64_t length, std::mt19937_64& rng);
+// Draws the `batch` window starts of one step from `rng` (every rank draws them all, so the stream stays shared)
+// and returns only rows [first_row, first_row + rows): [rows, length] int64. Rank r of W with `rows` = b takes
+// rows [r*b, (r+1)*b) of the global batch of W*b windows that one process with batch W*b would train on.
+torch::Tensor sample_windows(const Enwik8& data, Split split, int64_t batch, int64_t length, std::mt19937_64& rng,
+                             int64_t first_row, int64_t rows);
 
 // Evaluation windows covering every byte of a split once (after its first): windows of `context`
 // inputs advancing by context/2; the first window scores all its targets, later ones the second half.

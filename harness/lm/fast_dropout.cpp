@@ -2,6 +2,7 @@
 #include "harness/lm/fast_dropout.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -26,19 +27,21 @@ inline uint32_t mix32(uint32_t h) {
   return h;
 }
 
-// out[i] = keep(i) ? in[i] * scale : 0, keep(i) = hash(seed, i) >= threshold.
+std::atomic<int64_t> g_shard{0};
+
+// out[i] = keep(i) ? in[i] * scale : 0, keep(i) = hash(seed, first + i) >= threshold.
 template <typename T>
-void apply_mask(const T* in, T* out, int64_t n, uint64_t seed, uint32_t threshold, T scale) {
+void apply_mask(const T* in, T* out, int64_t n, int64_t first, uint64_t seed, uint32_t threshold, T scale) {
   at::parallel_for(0, n, 1 << 15, [&](int64_t begin, int64_t end) {
     int64_t i = begin;
     while (i < end) {
       // The high index bits salt each 2^32-element block, so huge tensors do not repeat masks.
-      const int64_t hi = i >> 32;
-      const int64_t stop = std::min<int64_t>(end, (hi + 1) << 32);
+      const int64_t hi = (first + i) >> 32;
+      const int64_t stop = std::min<int64_t>(end, ((hi + 1) << 32) - first);
       const uint32_t salt = mix32(static_cast<uint32_t>(hi) ^ static_cast<uint32_t>(seed >> 32)) ^
                             static_cast<uint32_t>(seed);
       for (; i < stop; ++i) {
-        const uint32_t h = mix32(static_cast<uint32_t>(i) * 0x9e3779b9u + salt);
+        const uint32_t h = mix32(static_cast<uint32_t>(first + i) * 0x9e3779b9u + salt);
         out[i] = h >= threshold ? in[i] * scale : T(0);
       }
     }
@@ -51,8 +54,8 @@ torch::Tensor masked(const torch::Tensor& x, double p, uint64_t seed) {
   auto out = torch::empty_like(in);
   const auto threshold = static_cast<uint32_t>(p * 4294967296.0);
   AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "fast_dropout", [&] {
-    apply_mask<scalar_t>(in.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), in.numel(), seed, threshold,
-                         static_cast<scalar_t>(1.0 / (1.0 - p)));
+    apply_mask<scalar_t>(in.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), in.numel(), g_shard.load() * in.numel(),
+                         seed, threshold, static_cast<scalar_t>(1.0 / (1.0 - p)));
   });
   return out;
 }
@@ -79,6 +82,8 @@ uint64_t draw_seed() {
 }
 
 }  // namespace
+
+void set_dropout_shard(int64_t shard) { g_shard.store(shard); }
 
 torch::Tensor fast_dropout(const torch::Tensor& x, double p, bool train) {
   if (!(p >= 0.0 && p < 1.0)) throw Error(fmt::format("dropout: expected p in [0, 1), got {}", p));

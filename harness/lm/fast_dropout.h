@@ -11,4 +11,9 @@ namespace sb {
 // element at a time and took half of a small model's forward pass; non-CPU tensors use torch::dropout.
 torch::Tensor fast_dropout(const torch::Tensor& x, double p, bool train);
 
+// Data-parallel runs: rank r of a run whose ranks hold equal, batch-first slices of one global batch passes r, so
+// its masks are those of its slice of the global tensor (element indices offset by r * numel) and W ranks with
+// batch b drop exactly what one process with batch W*b drops. 0 (the default) for one process.
+void set_dropout_shard(int64_t shard);
+
 }  // namespace sb

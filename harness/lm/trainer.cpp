@@ -8,6 +8,9 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <thread>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <torch/version.h>
@@ -16,8 +19,10 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "common/text.h"
+#include "harness/dist/process_group.h"
 #include "harness/lm/checkpoint.h"
 #include "harness/lm/data.h"
+#include "harness/lm/fast_dropout.h"
 #include "harness/measure/build_info.h"
 #include "harness/measure/device.h"
 #include "harness/measure/op_profile.h"
@@ -52,9 +57,10 @@ struct EvalResult {
   double seconds = 0.0;
 };
 
-// Bits per byte over a split, each target scored once with at least half a context of history.
+// Bits per byte over a split, each target scored once with at least half a context of history. With a process
+// group, rank r scores batches r, r + W, ... and the sums are exchanged (every rank returns the whole split's).
 EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64_t context, int64_t limit,
-                    int64_t eval_batch) {
+                    int64_t eval_batch, ProcessGroup* pg) {
   const double t0 = now_s();
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
@@ -64,7 +70,10 @@ EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64
   const auto device = model->parameters().front().device();
   double nats = 0.0;
   int64_t scored = 0;
-  for (size_t first = 0; first < windows.size(); first += static_cast<size_t>(eval_batch)) {
+  const size_t ranks = pg ? static_cast<size_t>(pg->size()) : 1, me = pg ? static_cast<size_t>(pg->rank()) : 0;
+  size_t batch_index = 0;
+  for (size_t first = 0; first < windows.size(); first += static_cast<size_t>(eval_batch), ++batch_index) {
+    if (batch_index % ranks != me) continue;
     const size_t count = std::min(windows.size() - first, static_cast<size_t>(eval_batch));
     const int64_t len = windows[first].len;
     auto inputs = torch::empty({static_cast<int64_t>(count), len}, torch::kInt64);
@@ -86,6 +95,12 @@ EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64
     auto nll = -logp.gather(2, targets.to(device).unsqueeze(2)).squeeze(2).cpu();  // [b, len]
     nats += (nll * mask).sum().item<double>();
     scored += static_cast<int64_t>(mask.sum().item<double>());
+  }
+  if (pg) {
+    auto sums = torch::tensor({nats, static_cast<double>(scored)}, torch::kFloat64);
+    pg->all_reduce_sum(sums, "the evaluation sums");
+    nats = sums[0].item<double>();
+    scored = std::llround(sums[1].item<double>());
   }
   if (was_training) model->train();
   EvalResult r;
@@ -164,47 +179,127 @@ json profile_report(const OpProfile& prof, double fwd_s, double bwd_s, double op
 // A lower bound on what training `c` allocates: weights, gradients and two AdamW moments (4 floats per
 // parameter), plus each layer's activations kept for backward and the logits. Refuses, naming the options,
 // only what cannot fit in this machine's memory at all, before anything is allocated.
-void check_training_memory(const TrainConfig& c) {
+void check_training_memory(const TrainConfig& c, int ranks_here) {
   const ModelConfig& m = c.model;
   const double d = static_cast<double>(m.dim), f = static_cast<double>(m.ffn), l = static_cast<double>(m.layers);
   const double params = 512.0 * d + l * (4.0 * d * d + 2.0 * d * f) + (m.positions == "absolute" ? m.context * d : 0.0);
   const double tokens = static_cast<double>(std::max(c.batch, c.eval_batch)) * static_cast<double>(m.context);
-  const double bytes = 4.0 * (4.0 * params + tokens * (l * (4.0 * d + f) + 256.0));
+  const double per_value = c.dtype == "float64" ? 8.0 : 4.0;
+  const double bytes = ranks_here * per_value * (4.0 * params + tokens * (l * (4.0 * d + f) + 256.0));
   const int64_t have = physical_memory_bytes();
   if (have > 0 && bytes > static_cast<double>(have)) {
     throw Error(fmt::format(
-        "--layers {} --dim {} --ffn {} --batch {} (--eval-batch {}) --context {} need at least {:.1f} GiB, more than this "
-        "machine's {:.1f} GiB of memory; make them smaller",
-        m.layers, m.dim, m.ffn, c.batch, c.eval_batch, m.context, bytes / double(1 << 30),
+        "--layers {} --dim {} --ffn {} --batch {} (--eval-batch {}) --context {} --dtype {} on {} rank(s) here need at "
+        "least {:.1f} GiB, more than this machine's {:.1f} GiB of memory; make them smaller",
+        m.layers, m.dim, m.ffn, c.batch, c.eval_batch, m.context, c.dtype, ranks_here, bytes / double(1 << 30),
         static_cast<double>(have) / double(1 << 30)));
   }
 }
 
+// Runs `step` on every rank; when it throws on any of them, every rank stops: those that failed with their own
+// error, the others with one naming `what` (so no rank waits in a collective for a peer that has given up).
+template <typename F>
+void on_all_ranks(ProcessGroup* pg, const std::string& what, F&& step) {
+  if (!pg) {
+    step();
+    return;
+  }
+  std::exception_ptr failed;
+  try {
+    step();
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  auto flag = torch::tensor({failed ? 1.0 : 0.0}, torch::kFloat64);
+  pg->all_reduce_sum(flag, "the agreement after " + what);
+  if (failed) std::rethrow_exception(failed);
+  if (flag.item<double>() > 0) {
+    throw Error(fmt::format("rank {} of {}: stopping: another rank failed {} (see its message)", pg->rank(),
+                            pg->size(), what));
+  }
+}
+
+// Sets the dropout shard for one run and restores one-process masks afterwards (train() may run many times).
+struct DropoutShard {
+  explicit DropoutShard(int64_t shard) { set_dropout_shard(shard); }
+  ~DropoutShard() { set_dropout_shard(0); }
+};
+
+std::string host_name() {
+  char buf[256] = {0};
+  return ::gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : std::string("unknown");
+}
+
 }  // namespace
 
-json train(const TrainConfig& cfg) {
+json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   const double t_start = now_s();
+  TrainConfig cfg = cfg_in;
+  const bool lead = layout.rank == 0;
+  const int world = layout.world_size;
+  if (layout.distributed()) {
+    if (cfg.nproc != 1 && cfg.nproc != world) {
+      throw Error(fmt::format("--nproc {} differs from the world size {} of the {}; leave --nproc out there",
+                              cfg.nproc, world, layout.source));
+    }
+    std::string why;
+    if (!process_group_available(cfg.device, &why)) {
+      throw Error(fmt::format("world size {} ({}): {}", world, layout.source, why));
+    }
+    cfg.nproc = world;  // recorded: the ranks that ran, however they were started
+    if (!lead) cfg.quiet = true;
+  } else if (cfg.nproc > 1) {
+    throw Error(fmt::format("--nproc {}: this process is one rank; start the ranks with `sparsebench train --nproc {}`, "
+                            "torchrun or srun",
+                            cfg.nproc, cfg.nproc));
+  }
   if (cfg.data.empty()) {
     throw Error(
         "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use "
         "the 4 MB prefix shared/data/enwik8-head.bin)");
   }
   validate_model_config(cfg.model);  // option ranges were checked where the config was read (CLI, scenario)
-  check_training_memory(cfg);
-  const torch::Device device = resolve_device(cfg.device);  // refuses before anything is written
-  const int threads = set_cpu_threads(static_cast<int>(cfg.threads));
+  check_training_memory(cfg, layout.local_world_size);
+  torch::Device device = resolve_device(cfg.device);  // refuses before anything is written
+  if (device.is_cuda() && layout.distributed()) {
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(layout.local_rank % torch::cuda::device_count()));
+  }
+  int64_t want_threads = cfg.threads;  // 0: the cores split between the ranks on this machine
+  if (want_threads == 0 && layout.distributed()) {
+    want_threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / layout.local_world_size);
+  }
+  const int threads = set_cpu_threads(static_cast<int>(want_threads));
+  const torch::Dtype dtype = cfg.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
   const Enwik8 data(cfg.data, min_data_bytes(cfg.model.context));
+  std::unique_ptr<ProcessGroup> pg;
+  if (layout.distributed()) {
+    pg = std::make_unique<ProcessGroup>(layout, device,
+                                        std::chrono::milliseconds(static_cast<int64_t>(cfg.dist_timeout * 1000.0)));
+  }
+  const DropoutShard dropout_shard(layout.rank);
 
-  std::error_code ec;
-  fs::create_directories(cfg.out_dir, ec);
-  if (ec) throw Error(fmt::format("--out: cannot create directory '{}': {}", cfg.out_dir, ec.message()));
   const std::string metrics_path = (fs::path(cfg.out_dir) / "metrics.jsonl").string();
   const std::string ckpt_path = (fs::path(cfg.out_dir) / "checkpoint.pt").string();
   const std::string result_path = (fs::path(cfg.out_dir) / "result.json").string();
 
+  // Only rank 0 writes; the others wait for its verdict on --out.
+  on_all_ranks(pg.get(), "preparing --out", [&] {
+    if (!lead) return;
+    std::error_code ec;
+    fs::create_directories(cfg.out_dir, ec);
+    if (ec) throw Error(fmt::format("--out: cannot create directory '{}': {}", cfg.out_dir, ec.message()));
+    if (cfg.resume && !fs::exists(ckpt_path)) {
+      throw Error(fmt::format("--resume: no checkpoint '{}' to resume from (run without --resume first)", ckpt_path));
+    }
+    if (!cfg.resume) {
+      start_fresh(cfg.out_dir, {metrics_path, ckpt_path, result_path}, cfg.overwrite);
+      write_file_atomic(metrics_path, "");
+    }
+  });
+
   torch::manual_seed(cfg.seed);
   LanguageModel model(cfg.model);
-  model->to(device);
+  model->to(device, dtype);
   model->train();
   OpProfile op_profile;  // counts only while started, under --profile
 
@@ -232,7 +327,8 @@ json train(const TrainConfig& cfg) {
   json config_history = json::array();  // settings changed at resumes (--allow-changes)
   json resumed_state = json::object();  // the checkpoint's running figures (progress line, last loss)
   const json config = train_config_json(cfg);
-  if (cfg.resume) {
+  // Every rank loads rank 0's checkpoint (--out must be shared between machines).
+  if (cfg.resume) on_all_ranks(pg.get(), "loading the checkpoint", [&] {
     if (!fs::exists(ckpt_path)) {
       throw Error(fmt::format("--resume: no checkpoint '{}' to resume from (run without --resume first)", ckpt_path));
     }
@@ -261,11 +357,29 @@ json train(const TrainConfig& cfg) {
     }
     evals = st.info.value("evals", json::array());
     resumed_state = st.info.value("progress", json::object());
-    truncate_metrics(metrics_path, step);
+    if (lead) truncate_metrics(metrics_path, step);
+  });
+
+  // Every rank starts from rank 0's weights (the seed makes them equal; this makes it certain), and the ranks are
+  // recorded.
+  json ranks = json::array();
+  const json me = {{"rank", layout.rank}, {"local_rank", layout.local_rank}, {"host", host_name()},
+                   {"threads", threads}, {"device", device_name(device)}};
+  std::optional<GradientBuckets> buckets;
+  if (pg) {
+    std::vector<torch::Tensor> weights;
+    for (const auto& p : model->parameters()) weights.push_back(p.detach());
+    pg->broadcast(weights, 0, "the initial weight broadcast");
+    for (const std::string& r : pg->all_gather_text("rank_info", me.dump())) ranks.push_back(json::parse(r));
+    buckets.emplace(model->parameters());
   } else {
-    start_fresh(cfg.out_dir, {metrics_path, ckpt_path, result_path}, cfg.overwrite);
-    write_file_atomic(metrics_path, "");
+    ranks.push_back(me);
   }
+  const json distributed = {{"world_size", world},
+                            {"backend", pg ? pg->backend() : "none"},
+                            {"launch", layout.source},
+                            {"bucket_count", buckets ? buckets->count() : 0},
+                            {"ranks", ranks}};
 
   const auto& sg = model->sequence_graph(cfg.model.context);
   const int64_t n_edges = sg.graph.col.defined() ? sg.graph.col.numel() : sg.n_tokens * (sg.n_tokens + 1) / 2;
@@ -273,9 +387,13 @@ json train(const TrainConfig& cfg) {
                      {"fingerprint", sg.fingerprint}};
   json provenance = data.provenance();
   if (!cfg.quiet) {
-    fmt::print("train: {} parameters, pattern {} {} ({} nodes, {} edges at context {}), {} threads\n",
+    fmt::print("train: {} parameters, pattern {} {} ({} nodes, {} edges at context {}), {}, {} threads\n",
                model->parameter_count(), config["model"]["pattern"].get<std::string>(),
-               json(model->resolved_params()).dump(), sg.n_nodes, n_edges, cfg.model.context, threads);
+               json(model->resolved_params()).dump(), sg.n_nodes, n_edges, cfg.model.context, cfg.dtype, threads);
+    if (pg) {
+      fmt::print("train: {} ranks over {} ({}), {} windows per rank, {} per step\n", world, pg->backend(),
+                 layout.source, cfg.batch, cfg.batch * world);
+    }
     fmt::print("train: data {} ({} bytes, sha256 {}), split train {} / valid {} / test {}\n", data.path(),
                data.size(), data.sha256(), data.train().size(), data.valid().size(), data.test().size());
     if (step > 0) fmt::print("train: resumed from {} at step {}\n", ckpt_path, step);
@@ -289,6 +407,7 @@ json train(const TrainConfig& cfg) {
   double last_loss = saved_loss.is_number() ? saved_loss.get<double>() : std::numeric_limits<double>::quiet_NaN();
 
   auto save = [&]() {
+    if (!lead) return 0.0;
     const double t0 = now_s();
     TrainState st;
     st.step = step;
@@ -310,43 +429,59 @@ json train(const TrainConfig& cfg) {
 
   const double budget_s = cfg.minutes * 60.0;
   const int64_t window = cfg.model.context + 1;
-  const int64_t tokens_per_step = cfg.batch * cfg.model.context;
+  const int64_t tokens_per_step = cfg.batch * world * cfg.model.context;
   std::string status = "ok";
   double eval_s = 0.0, checkpoint_s = 0.0;
-  double fwd_s = 0.0, bwd_s = 0.0, opt_s = 0.0, data_s = 0.0;
+  double fwd_s = 0.0, bwd_s = 0.0, opt_s = 0.0, data_s = 0.0, comm_s = 0.0;
+  auto log_record = [&](const json& record) {
+    if (lead) append_line(metrics_path, record);
+  };
   int64_t steps_this_run = 0;
 
   while (step < cfg.steps && !(budget_s > 0 && train_s >= budget_s)) {
     const double t0 = now_s();
     const double lr = learning_rate(cfg, step + 1, train_s);
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-    auto batch = sample_windows(data, data.train(), cfg.batch, window, rng).to(device);
+    auto batch = sample_windows(data, data.train(), cfg.batch * world, window, rng, layout.rank * cfg.batch, cfg.batch)
+                     .to(device);
     auto inputs = batch.slice(1, 0, cfg.model.context);
     auto targets = batch.slice(1, 1, window);
     const double t1 = now_s();
     if (cfg.profile) op_profile.start(0);
     auto logits = model->forward(inputs);
     auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
-    const double loss_v = loss.item<double>();
+    double loss_v = loss.item<double>();
     op_profile.stop();
     const double t2 = now_s();
+    optimizer.zero_grad();
+    if (cfg.profile) op_profile.start(1);
+    if (std::isfinite(loss_v)) loss.backward();
+    op_profile.stop();
+    const double t3 = now_s();
+    if (pg) {  // the mean gradient and loss over the ranks (equal shares of the global batch), in one exchange
+      auto loss_sum = torch::tensor({loss_v}, torch::kFloat64);
+      buckets->average(*pg, {loss_sum});
+      loss_v = loss_sum.item<double>() / world;
+    }
+    const double t3c = now_s();
+    comm_s += t3c - t3;
     if (!std::isfinite(loss_v)) {
       status = "diverged";
       last_loss = loss_v;
       if (!cfg.quiet) fmt::print("train: step {}: loss is {}, stopping (status diverged)\n", step + 1, loss_v);
-      append_line(metrics_path, {{"kind", "diverged"}, {"step", step + 1}, {"loss", loss_v}});
+      log_record({{"kind", "diverged"}, {"step", step + 1}, {"loss", loss_v}});
       break;
     }
-    optimizer.zero_grad();
-    if (cfg.profile) op_profile.start(1);
-    loss.backward();
-    op_profile.stop();
-    const double t3 = now_s();
     if (cfg.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.clip);
     optimizer.step();
     const double t4 = now_s();
-    data_s += t1 - t0, fwd_s += t2 - t1, bwd_s += t3 - t2, opt_s += t4 - t3;
+    data_s += t1 - t0, fwd_s += t2 - t1, bwd_s += t3 - t2, opt_s += t4 - t3c;
     train_s += t4 - t0;
+    if (pg && budget_s > 0) {  // the time budget is rank 0's clock, so every rank stops at the same step
+      std::vector<torch::Tensor> clock{torch::tensor({train_s}, torch::kFloat64)};
+      pg->broadcast(clock, 0, "the training-time broadcast");
+      train_s = clock[0].item<double>();
+    }
     ++step;
     ++steps_this_run;
     last_loss = loss_v;
@@ -361,7 +496,7 @@ json train(const TrainConfig& cfg) {
       const double per_step = interval_train_s / interval_steps;
       double eta = (cfg.steps - step) * per_step;
       if (budget_s > 0) eta = std::min(eta, budget_s - train_s);
-      append_line(metrics_path, {{"kind", "train"},
+      log_record({{"kind", "train"},
                                  {"step", step},
                                  {"loss", mean_loss},
                                  {"bpc", mean_loss / std::log(2.0)},
@@ -377,12 +512,13 @@ json train(const TrainConfig& cfg) {
       interval_steps = 0;
     }
     if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && !last) {
-      const EvalResult r = evaluate(model, data, data.valid(), cfg.model.context, cfg.eval_bytes, cfg.eval_batch);
+      const EvalResult r =
+          evaluate(model, data, data.valid(), cfg.model.context, cfg.eval_bytes, cfg.eval_batch, pg.get());
       eval_s += r.seconds;
       json rec = {{"kind", "eval"}, {"split", "valid"}, {"step", step}, {"bpc", r.bpc},
                   {"bytes", r.bytes}, {"train_s", train_s}};
       evals.push_back(rec);
-      append_line(metrics_path, rec);
+      log_record(rec);
       if (!cfg.quiet) {
         fmt::print("eval  {:>6}  valid bpc {:.4f} ({} bytes, {:.1f} s)\n", step, r.bpc, r.bytes, r.seconds);
         std::fflush(stdout);
@@ -404,6 +540,8 @@ json train(const TrainConfig& cfg) {
                  {"status", status},
                  {"final_loss", std::isfinite(last_loss) ? json(last_loss) : json(nullptr)},
                  {"threads", threads},
+                 {"world_size", world},
+                 {"distributed", distributed},
                  {"device", device_name(model->parameters().front().device())},
                  {"git_commit", git_commit()},
                  {"torch_version", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
@@ -415,12 +553,12 @@ json train(const TrainConfig& cfg) {
 
   json valid_bpc = nullptr, test_bpc = nullptr;
   if (status == "ok" && cfg.final_eval) {
-    const EvalResult v = evaluate(model, data, data.valid(), cfg.model.context, 0, cfg.eval_batch);
-    const EvalResult t = evaluate(model, data, data.test(), cfg.model.context, 0, cfg.eval_batch);
+    const EvalResult v = evaluate(model, data, data.valid(), cfg.model.context, 0, cfg.eval_batch, pg.get());
+    const EvalResult t = evaluate(model, data, data.test(), cfg.model.context, 0, cfg.eval_batch, pg.get());
     eval_s += v.seconds + t.seconds;
     valid_bpc = v.bpc;
     test_bpc = t.bpc;
-    append_line(metrics_path, {{"kind", "final"}, {"step", step}, {"valid_bpc", v.bpc}, {"valid_bytes", v.bytes},
+    log_record({{"kind", "final"}, {"step", step}, {"valid_bpc", v.bpc}, {"valid_bytes", v.bytes},
                                {"test_bpc", t.bpc}, {"test_bytes", t.bytes}});
     if (!cfg.quiet) fmt::print("final  valid bpc {:.4f}  test bpc {:.4f}\n", v.bpc, t.bpc);
   }
@@ -435,10 +573,44 @@ json train(const TrainConfig& cfg) {
                                {"data_s", data_s},
                                {"forward_s", fwd_s},
                                {"backward_s", bwd_s},
+                               {"allreduce_s", comm_s},
                                {"optimizer_s", opt_s}}}};
   if (cfg.profile) timing["profile"] = profile_report(op_profile, fwd_s, bwd_s, opt_s, data_s, steps_this_run, cfg.quiet);
   result["timing"] = timing;
-  write_file_atomic(result_path, result.dump(2) + "\n");
+  if (lead) write_file_atomic(result_path, result.dump(2) + "\n");
+  return result;
+}
+
+std::vector<std::string> train_command_args(const TrainConfig& cfg) {
+  std::vector<std::string> args;
+  for (const auto& [flag, value] : train_config_options(cfg)) {
+    const FieldSpec* f = nullptr;
+    for (const FieldSpec& x : config_fields()) {
+      if (x.flag == flag) f = &x;
+    }
+    args.push_back("--" + flag);
+    if (!f || !f->is_switch()) args.push_back(value);
+  }
+  return args;
+}
+
+json train_local_ranks(const TrainConfig& cfg) {
+  if (cfg.nproc <= 1) return train(cfg);
+  std::vector<std::string> argv = {"sparsebench", "train"};
+  for (std::string& a : train_command_args(cfg)) argv.push_back(std::move(a));
+  const int rc = run_local_ranks(argv, static_cast<int>(cfg.nproc));
+  const std::string result_path = (fs::path(cfg.out_dir) / "result.json").string();
+  if (rc != 0) {
+    throw Error(fmt::format("training with {} ranks failed (exit status {}; see the ranks' messages above)",
+                            cfg.nproc, rc));
+  }
+  std::ifstream in(result_path);
+  json result = json::parse(in, nullptr, false);
+  if (!in || result.is_discarded()) {
+    // A run stopped by --stop-after leaves no result: its checkpoint is the trace, as in one process.
+    if (cfg.stop_after > 0) return json{{"status", "stopped"}, {"config", train_config_json(cfg)}};
+    throw Error(fmt::format("training with {} ranks wrote no readable result '{}'", cfg.nproc, result_path));
+  }
   return result;
 }
 

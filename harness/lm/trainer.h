@@ -3,15 +3,29 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/dist/launch.h"
 #include "harness/lm/config.h"
 #include "harness/lm/model.h"
 
 namespace sb {
 
 // Runs (or resumes) training; writes log/checkpoints/result under cfg.out_dir; returns the final result record.
-nlohmann::json train(const TrainConfig& cfg);
+// With a distributed `layout` (torchrun, srun or `train --nproc`), this process is one rank of a data-parallel run:
+// every rank trains on its rows of each global batch of nproc * batch windows, gradients are averaged over the
+// ranks (c10d: Gloo on CPU, NCCL on CUDA), and only rank 0 writes metrics, checkpoints and result.json. A rank
+// whose peers stop throws RankFailure (harness/dist/process_group.h).
+nlohmann::json train(const TrainConfig& cfg, const RankLayout& layout = RankLayout{});
+
+// Trains `cfg` with cfg.nproc local ranks: train() itself for one; otherwise `sparsebench train` processes of this
+// binary (run_local_ranks), whose result.json is returned. Throws sb::Error when a rank fails. For callers that run
+// training inside another command (the scenario runner).
+nlohmann::json train_local_ranks(const TrainConfig& cfg);
+
+// The `sparsebench train` arguments (after the command name) that reproduce `cfg`.
+std::vector<std::string> train_command_args(const TrainConfig& cfg);
 
 }  // namespace sb

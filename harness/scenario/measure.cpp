@@ -174,8 +174,8 @@ TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
 
 void measure_train(const Point& p, json& record, const std::string& out_dir) {
   const TrainConfig cfg = train_config_for_point(p, out_dir);
-  const json result = train(cfg);
-  for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss"}) {
+  const json result = train_local_ranks(cfg);  // cfg.nproc ranks: processes of this binary when more than one
+  for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size"}) {
     if (result.contains(key)) record[key] = result[key];
   }
   if (result.contains("timing")) record["timing"] = result["timing"];

@@ -45,7 +45,7 @@ constexpr int kGsaCpuRowGroup = 4;
 
 // Per-thread scratch size in elements, for any target (covers the widest vectors Highway has).
 inline int64_t gsa_cpu_scratch_elems(const GsaParams& p) {
-  return kGsaCpuRowGroup * (2 * p.H * p.D + 256 * p.H) + 8 * 256;
+  return kGsaCpuRowGroup * (2 * p.H * p.D + 256 * p.H + 3 * p.H * p.R) + 8 * 256;
 }
 
 // Every target compiled into this binary that this CPU can run, best first; and one target's cores by name

@@ -291,6 +291,7 @@ struct EdgeSeg {
   const T* k[kSegMax];
   const T* v[kSegMax];
   const T* r[kSegMax];
+  int32_t rel[kSegMax];
   int n = 0;  // edges in the segment
   void gather(const GsaParams& p, const In<T>& in, int64_t b, int64_t e, int count, int nl) {
     const GsaGraphView& g = p.graph;
@@ -300,7 +301,8 @@ struct EdgeSeg {
       const int64_t ej = e + (j < count ? j : j / nl * nl);
       k[j] = in.k + at(p.k_strides, b, g.col[ej]);
       v[j] = in.v + at(p.v_strides, b, g.col[ej]);
-      r[j] = in.rel != nullptr ? in.rel + g.rel[ej] * p.rel_stride : nullptr;
+      rel[j] = in.rel != nullptr ? g.rel[ej] : 0;
+      r[j] = in.rel != nullptr ? in.rel + rel[j] * p.rel_stride : nullptr;
     }
   }
 };
@@ -336,11 +338,11 @@ inline RowGroup single_row(int64_t u, int64_t e0, int64_t e1) {
   return grp;
 }
 
-// Calls f(seg, i) for the segment at edge offset `off` of every row i of the group with edges there, after
-// gathering them into segs[i].
-template <typename T, typename F>
+// For each edge offset `off` (a multiple of seg_len) below the group's longest row: gathers the segment at `off`
+// of every row i of the group into segs[i] (empty past a row's end), then calls f(off).
+template <typename T, typename Seg, typename F>
 void for_group_segments(const GsaParams& p, const In<T>& in, int64_t b, const RowGroup& grp, int seg_len, int nl,
-                        EdgeSeg<T>* segs, F&& f) {
+                        Seg* segs, F&& f) {
   const int64_t len = grp.longest();
   for (int64_t off = 0; off < len; off += seg_len) {
     for (int i = 0; i < grp.n; ++i) {
@@ -357,15 +359,60 @@ HWY_INLINE T rescale_factor(D d, T m_old, T m_new) {
   return m_old == gsa_neg_inf<T>() ? T(0) : hn::GetLane(vexp(d, hn::Set(d, m_old - m_new)));
 }
 
+// A row whose edges outnumber the relations twice or more reuses each relation many times: its scores take
+// q_h . r_rel from a table of every (head, relation) of the row, so the score loop reads one key row per edge
+// instead of a key and a relation row.
+inline bool use_rel_table(const GsaParams& p, int64_t e0, int64_t e1) { return p.R > 0 && e1 - e0 >= 2 * p.R; }
+
+// tab [H, R] = q_u,h . r_rel for every head and relation.
+template <class D, typename T = hn::TFromD<D>>
+void rel_table(D d, const GsaParams& p, const T* q_u, T* tab) {
+  const int nl = static_cast<int>(hn::Lanes(d));
+  const T* rel = static_cast<const T*>(p.rel_emb);
+  const T* q1[1] = {q_u};
+  const T* rp[kMaxLanes * 2];
+  HWY_ALIGN T buf[kMaxLanes * 2];
+  for (int64_t r0 = 0; r0 < p.R; r0 += nl) {
+    const int nr = static_cast<int>(std::min<int64_t>(nl, p.R - r0));
+    for (int j = 0; j < nl; ++j) rp[j] = rel + (r0 + (j < nr ? j : 0)) * p.rel_stride;
+    for (int64_t h = 0; h < p.H; ++h) {
+      hn::Store(group_dot<kFixedA, false>(d, q1, h * p.q_strides.head, rp, 0, rp, p.D), d, buf);
+      std::copy(buf, buf + nr, tab + h * p.R + r0);
+    }
+  }
+}
+
+// Scaled scores of one chunk (pointers k, r and relation ids rel from lane 0), -inf outside `valid`: from the
+// relation table tab_h [R] of the head when there is one, else from the relation rows.
+template <bool REL, class D, class M, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<D> chunk_scores_tab(D d, const GsaParams& p, const T* const* q_u, int64_t h, const T* const* k,
+                                       const T* const* r, const int32_t* rel, const T* tab_h, M valid) {
+  if (!REL || tab_h == nullptr) return chunk_scores<REL>(d, p, q_u, h, k, r, valid);
+  HWY_ALIGN T rs[kMaxLanes * 2];
+  const size_t nl = hn::Lanes(d);
+  for (size_t j = 0; j < nl; ++j) rs[j] = tab_h[rel[j]];
+  const auto dots = hn::Add(group_dot<kFixedA, false>(d, q_u, h * p.q_strides.head, k, h * p.k_strides.head, r, p.D),
+                            hn::Load(d, rs));
+  return hn::IfThenElse(valid, hn::Mul(dots, hn::Set(d, static_cast<T>(p.scale))), hn::Set(d, gsa_neg_inf<T>()));
+}
+
 // Forward: adds the edges of each row of the group (batch b) to its online-softmax state m [H], l [H],
 // acc [H, D] (row i's at m + i*H, l + i*H, acc + i*H*D).
 template <bool REL, typename T>
-void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l, T* acc) {
+void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l, T* acc, T* tab) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   const int nl = static_cast<int>(hn::Lanes(d));
   const In<T> in(p);
   const int64_t H = p.H, D = p.D;
+  const T* tabs[kGsaCpuRowGroup];
+  for (int i = 0; i < grp.n; ++i) {
+    tabs[i] = nullptr;
+    if (REL && use_rel_table(p, grp.e0[i], grp.e1[i])) {
+      rel_table(d, p, in.q + at(p.q_strides, b, grp.u[i]), tab + i * H * p.R);
+      tabs[i] = tab + i * H * p.R;
+    }
+  }
   EdgeSeg<T> segs[kGsaCpuRowGroup];
   HWY_ALIGN T probs[kSegMax];
   for_group_segments(p, in, b, grp, nl * kSegChunks, nl, segs, [&](int64_t) {
@@ -374,10 +421,11 @@ void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m
         const EdgeSeg<T>& sg = segs[i];
         if (sg.n == 0) continue;
         const T* q_u[1] = {in.q + at(p.q_strides, b, grp.u[i])};
+        const T* tab_h = tabs[i] != nullptr ? tabs[i] + h * p.R : nullptr;
         V mx = hn::Set(d, gsa_neg_inf<T>());
         for (int c = 0; c < sg.n; c += nl) {
           const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
-          const V s = chunk_scores<REL>(d, p, q_u, h, sg.k + c, sg.r + c, valid);
+          const V s = chunk_scores_tab<REL>(d, p, q_u, h, sg.k + c, sg.r + c, sg.rel + c, tab_h, valid);
           hn::Store(s, d, probs + c);
           mx = hn::Max(mx, s);
         }
@@ -435,11 +483,12 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
   T* acc = scratch;
   T* m = acc + kGsaCpuRowGroup * H * D;
   T* l = m + kGsaCpuRowGroup * H;
+  T* tab = l + kGsaCpuRowGroup * H;
   T* o = static_cast<T*>(p.o);
   T* lse = static_cast<T*>(p.lse);
   for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
     init_state(p, grp.n, m, l, acc);
-    forward_accumulate<REL>(p, b, grp, m, l, acc);
+    forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
     for (int i = 0; i < grp.n; ++i) {
       const int64_t u = grp.u[i];
       T* o_u = o + at(p.o_strides, b, u);
@@ -461,14 +510,15 @@ void forward_rows(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const u
 
 template <typename T>
 void forward_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* m, void* l, void* acc,
-                   void*) {
+                   void* scratch) {
+  T* tab = static_cast<T*>(scratch);
   T* mt = static_cast<T*>(m);
   T* lt = static_cast<T*>(l);
   T* at_ = static_cast<T*>(acc);
   init_state(p, 1, mt, lt, at_);
   const RowGroup grp = single_row(u, e0, e1);
-  if (p.rel_emb != nullptr) forward_accumulate<true>(p, b, grp, mt, lt, at_);
-  else forward_accumulate<false>(p, b, grp, mt, lt, at_);
+  if (p.rel_emb != nullptr) forward_accumulate<true>(p, b, grp, mt, lt, at_, tab);
+  else forward_accumulate<false>(p, b, grp, mt, lt, at_, tab);
 }
 
 template <typename T>
@@ -490,7 +540,9 @@ void delta_rows(const GsaParams& p, int64_t u0, int64_t u1) {
 }
 
 // Backward by destination: adds the edges of each row of the group (batch b) to its dq_acc [H, D] (unscaled; row
-// i's at dq_acc + i*H*D) and their d_rel_emb contributions to rel_part [R, D]. Scratch: kGsaCpuRowGroup * H * 256.
+// i's at dq_acc + i*H*D) and their d_rel_emb contributions to rel_part [R, D]. Scratch: kGsaCpuRowGroup *
+// (256 H + 3 H R). Rows with a relation table (use_rel_table) sum dS per (head, relation) instead of adding the
+// relation row per edge: dq_h += sum_rel W_h,rel r_rel and d_rel_emb[rel] += scale sum_h W_h,rel q_h once per row.
 template <bool REL, typename T>
 void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc, T* rel_part, T* scratch) {
   const hn::ScalableTag<T> d;
@@ -498,12 +550,26 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
   const int nl = static_cast<int>(hn::Lanes(d));
   const In<T> in(p);
   const GsaGraphView& g = p.graph;
-  const int64_t H = p.H, D = p.D;
+  const int64_t H = p.H, D = p.D, R = p.R;
   const V scale = hn::Set(d, static_cast<T>(p.scale));
+  // dS of every head of a row's segment [H][kSegMax] (scaled), so each edge's d_rel_emb row is updated once with
+  // sum_h dS_h q_h instead of once per head.
+  T* ds_all = scratch;
+  T* tab = ds_all + kGsaCpuRowGroup * H * kSegMax;
+  T* wsum = tab + kGsaCpuRowGroup * H * R;   // W [H, R] per row
+  T* seen = wsum + kGsaCpuRowGroup * H * R;  // [R] per row: 1 where the row has an edge of the relation
+  const T* tabs[kGsaCpuRowGroup];
+  for (int i = 0; i < grp.n; ++i) {
+    tabs[i] = nullptr;
+    if (REL && use_rel_table(p, grp.e0[i], grp.e1[i])) {
+      rel_table(d, p, in.q + at(p.q_strides, b, grp.u[i]), tab + i * H * R);
+      tabs[i] = tab + i * H * R;
+      std::fill(wsum + i * H * R, wsum + (i + 1) * H * R, T(0));
+      std::fill(seen + i * R, seen + (i + 1) * R, T(0));
+    }
+  }
   EdgeSeg<T> segs[kGsaCpuRowGroup];
   HWY_ALIGN T ds[kSegMax];
-  // With rel_emb: dS of every head of a row's segment [H][kSegMax] (scaled), so each edge's d_rel_emb row is
-  // updated once with sum_h dS_h q_h instead of once per head.
   for_group_segments(p, in, b, grp, nl * kSegChunks, nl, segs, [&](int64_t off) {
     for (int64_t h = 0; h < H; ++h) {
       for (int i = 0; i < grp.n; ++i) {
@@ -514,36 +580,85 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
         const T* do_u[1] = {static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u)};
         const V lse_h = hn::Set(d, static_cast<const T*>(p.lse)[(b * p.N + u) * H + h]);
         const V delta_h = hn::Set(d, static_cast<const T*>(p.delta)[(b * p.N + u) * H + h]);
-        T* ds_heads = scratch + (i * H + h) * kSegMax;
+        const T* tab_h = tabs[i] != nullptr ? tabs[i] + h * R : nullptr;
+        T* ds_heads = ds_all + (i * H + h) * kSegMax;
         for (int c = 0; c < sg.n; c += nl) {
           const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
-          const V pr = vexp(d, hn::Sub(chunk_scores<REL>(d, p, q_u, h, sg.k + c, sg.r + c, valid), lse_h));
+          const V s = chunk_scores_tab<REL>(d, p, q_u, h, sg.k + c, sg.r + c, sg.rel + c, tab_h, valid);
+          const V pr = vexp(d, hn::Sub(s, lse_h));
           const V dp =
               group_dot<kFixedA, false>(d, do_u, h * p.d_o_strides.head, sg.v + c, h * p.v_strides.head, sg.r, D);
           const V dsv = hn::Mul(pr, hn::Sub(dp, delta_h));  // dS = P (dP - delta)
           hn::Store(dsv, d, ds + c);
           if constexpr (REL) hn::StoreU(hn::Mul(dsv, scale), d, ds_heads + c);
         }
-        group_axpy<REL>(d, dq_acc + (i * H + h) * D, T(1), ds, sg.n, sg.k, h * p.k_strides.head, sg.r, D);
+        T* dq_h = dq_acc + (i * H + h) * D;
+        if (tab_h != nullptr) {
+          group_axpy<false>(d, dq_h, T(1), ds, sg.n, sg.k, h * p.k_strides.head, sg.r, D);
+          T* w_h = wsum + (i * H + h) * R;
+          for (int j = 0; j < sg.n; ++j) w_h[sg.rel[j]] += ds[j];
+        } else {
+          group_axpy<REL>(d, dq_h, T(1), ds, sg.n, sg.k, h * p.k_strides.head, sg.r, D);
+        }
       }
     }
     if constexpr (REL) {  // d_rel_emb[rel_e] += scale * sum_h dS_h q_h, heads in order
       const T* q_heads[kMaxHeads];
       HWY_ALIGN T w[kMaxHeads];
       for (int i = 0; i < grp.n; ++i) {
+        if (tabs[i] != nullptr) {
+          for (int j = 0; j < segs[i].n; ++j) seen[i * R + segs[i].rel[j]] = T(1);
+          continue;
+        }
         const T* q_u = in.q + at(p.q_strides, b, grp.u[i]);
         const int64_t e = grp.e0[i] + off;
         for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
           const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
           for (int hh = 0; hh < nh; ++hh) q_heads[hh] = q_u + (h0 + hh) * p.q_strides.head;
           for (int j = 0; j < segs[i].n; ++j) {
-            for (int hh = 0; hh < nh; ++hh) w[hh] = scratch[(i * H + h0 + hh) * kSegMax + j];
+            for (int hh = 0; hh < nh; ++hh) w[hh] = ds_all[(i * H + h0 + hh) * kSegMax + j];
             group_axpy<false>(d, rel_part + g.rel[e + j] * D, T(1), w, nh, q_heads, 0, q_heads, D);
           }
         }
       }
     }
   });
+  if constexpr (REL) {  // rows with a table: the relation sums, relations in order
+    const T* rel = static_cast<const T*>(p.rel_emb);
+    const T* q_heads[kMaxHeads];
+    HWY_ALIGN T w[kMaxHeads];
+    const T* rp[kMaxLanes * 2];
+    HWY_ALIGN T wr[kMaxLanes * 2];
+    for (int i = 0; i < grp.n; ++i) {
+      if (tabs[i] == nullptr) continue;
+      const T* w_i = wsum + i * H * R;
+      for (int64_t h = 0; h < H; ++h) {  // dq_h += sum_rel W_h,rel r_rel over the row's relations
+        int n = 0;
+        for (int64_t r = 0; r < R; ++r) {
+          if (seen[i * R + r] == T(0)) continue;
+          rp[n] = rel + r * p.rel_stride;
+          wr[n++] = w_i[h * R + r];
+          if (n == nl) {
+            group_axpy<false>(d, dq_acc + (i * H + h) * D, T(1), wr, n, rp, 0, rp, D);
+            n = 0;
+          }
+        }
+        if (n > 0) group_axpy<false>(d, dq_acc + (i * H + h) * D, T(1), wr, n, rp, 0, rp, D);
+      }
+      const T* q_u = in.q + at(p.q_strides, b, grp.u[i]);
+      for (int64_t r = 0; r < R; ++r) {
+        if (seen[i * R + r] == T(0)) continue;
+        for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
+          const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
+          for (int hh = 0; hh < nh; ++hh) {
+            q_heads[hh] = q_u + (h0 + hh) * p.q_strides.head;
+            w[hh] = w_i[(h0 + hh) * R + r] * static_cast<T>(p.scale);
+          }
+          group_axpy<false>(d, rel_part + r * D, T(1), w, nh, q_heads, 0, q_heads, D);
+        }
+      }
+    }
+  }
 }
 
 template <bool REL, typename T>
@@ -551,12 +666,12 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
   const hn::ScalableTag<T> d;
   const int64_t H = p.H, D = p.D;
   T* dq_acc = scratch;
-  T* ds_heads = dq_acc + kGsaCpuRowGroup * H * D;
+  T* dq_scratch = dq_acc + kGsaCpuRowGroup * H * D;
   T* dq = static_cast<T*>(p.dq);
   for (int64_t b = 0; b < p.B; ++b) {
     for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
       std::fill(dq_acc, dq_acc + grp.n * H * D, T(0));
-      dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, ds_heads);
+      dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, dq_scratch);
       for (int i = 0; i < grp.n; ++i) {
         T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
         for (int64_t h = 0; h < H; ++h) {
@@ -584,53 +699,74 @@ void dq_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, 
   else dq_accumulate<false>(p, b, grp, acc, static_cast<T*>(rel_part), s);
 }
 
-// Backward by source: adds transposed edges [t0, t1) of source v (batch b) to dk_acc (unscaled), dv_acc [H, D].
-template <bool REL, typename T>
-void dkv_accumulate(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1, T* dk_acc, T* dv_acc) {
-  const hn::ScalableTag<T> d;
-  const int nl = static_cast<int>(hn::Lanes(d));
-  const In<T> in(p);
-  const GsaGraphView& g = p.graph;
-  const int64_t H = p.H, D = p.D;
-  const auto scale = hn::Set(d, static_cast<T>(p.scale));
-  const T* lse = static_cast<const T*>(p.lse);
-  const T* delta = static_cast<const T*>(p.delta);
-  const T* k_v[1] = {in.k + at(p.k_strides, b, v)};
-  const T* v_v[1] = {in.v + at(p.v_strides, b, v)};
-  const T* qp[kMaxLanes * 2];
-  const T* dop[kMaxLanes * 2];
-  const T* rp[kMaxLanes * 2];
-  int64_t row[kMaxLanes * 2];
-  HWY_ALIGN T lse_buf[kMaxLanes * 2];
-  HWY_ALIGN T delta_buf[kMaxLanes * 2];
-  HWY_ALIGN T ds[kMaxLanes * 2];
-  HWY_ALIGN T probs[kMaxLanes * 2];
-  for (int64_t c = t0; c < t1; c += nl) {
-    const int nc = static_cast<int>(std::min<int64_t>(nl, t1 - c));
-    for (int j = 0; j < nl; ++j) {
-      const int64_t t = c + (j < nc ? j : 0);
-      const int64_t u = g.t_col[t];
-      qp[j] = in.q + at(p.q_strides, b, u);
-      dop[j] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u);
-      rp[j] = REL ? in.rel + g.rel[g.t_edge[t]] * p.rel_stride : nullptr;
-      row[j] = (b * p.N + u) * H;
-    }
-    const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
-    for (int64_t h = 0; h < H; ++h) {
-      for (int j = 0; j < nl; ++j) {
-        lse_buf[j] = lse[row[j] + h];
-        delta_buf[j] = delta[row[j] + h];
-      }
-      const auto sd = group_dot<kFixedB, REL>(d, qp, h * p.q_strides.head, k_v, h * p.k_strides.head, rp, D);
-      const auto s = hn::IfThenElse(valid, hn::Mul(sd, scale), hn::Set(d, gsa_neg_inf<T>()));
-      const auto pr = vexp(d, hn::Sub(s, hn::Load(d, lse_buf)));
-      const auto dp = group_dot<kFixedB, false>(d, dop, h * p.d_o_strides.head, v_v, h * p.v_strides.head, rp, D);
-      hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Load(d, delta_buf))), d, ds);
-      hn::Store(pr, d, probs);
-      group_axpy<false>(d, dk_acc + h * D, T(1), ds, nc, qp, h * p.q_strides.head, qp, D);
-      group_axpy<false>(d, dv_acc + h * D, T(1), probs, nc, dop, h * p.d_o_strides.head, dop, D);
+// Destination rows of one segment of a source's transposed edges (padding as EdgeSeg).
+template <typename T>
+struct DestSeg {
+  const T* q[kSegMax];
+  const T* d_o[kSegMax];
+  const T* r[kSegMax];
+  int64_t row[kSegMax];  // (b * N + u) * H: the row's lse and delta
+  int n = 0;
+  void gather(const GsaParams& p, const In<T>& in, int64_t b, int64_t t, int count, int nl) {
+    const GsaGraphView& g = p.graph;
+    n = count;
+    const int padded = (count + nl - 1) / nl * nl;
+    for (int j = 0; j < padded; ++j) {
+      const int64_t tj = t + (j < count ? j : j / nl * nl);
+      const int64_t u = g.t_col[tj];
+      q[j] = in.q + at(p.q_strides, b, u);
+      d_o[j] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u);
+      r[j] = in.rel != nullptr ? in.rel + g.rel[g.t_edge[tj]] * p.rel_stride : nullptr;
+      row[j] = (b * p.N + u) * p.H;
     }
   }
+};
+
+// Backward by source: adds the transposed edges of each source of the group (batch b) to its dk_acc (unscaled)
+// and dv_acc [H, D] (source i's at + i*H*D).
+template <bool REL, typename T>
+void dkv_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_acc, T* dv_acc) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const int nl = static_cast<int>(hn::Lanes(d));
+  const In<T> in(p);
+  const int64_t H = p.H, D = p.D;
+  const V scale = hn::Set(d, static_cast<T>(p.scale));
+  const T* lse = static_cast<const T*>(p.lse);
+  const T* delta = static_cast<const T*>(p.delta);
+  DestSeg<T> segs[kGsaCpuRowGroup];
+  HWY_ALIGN T lse_buf[kSegMax];
+  HWY_ALIGN T delta_buf[kSegMax];
+  HWY_ALIGN T ds[kSegMax];
+  HWY_ALIGN T probs[kSegMax];
+  for_group_segments(p, in, b, grp, nl * kSegChunks, nl, segs, [&](int64_t) {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int i = 0; i < grp.n; ++i) {
+        const DestSeg<T>& sg = segs[i];
+        if (sg.n == 0) continue;
+        const T* k_v[1] = {in.k + at(p.k_strides, b, grp.u[i])};
+        const T* v_v[1] = {in.v + at(p.v_strides, b, grp.u[i])};
+        const int padded = (sg.n + nl - 1) / nl * nl;
+        for (int j = 0; j < padded; ++j) {
+          lse_buf[j] = lse[sg.row[j] + h];
+          delta_buf[j] = delta[sg.row[j] + h];
+        }
+        for (int c = 0; c < sg.n; c += nl) {
+          const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
+          const V sd = group_dot<kFixedB, REL>(d, sg.q + c, h * p.q_strides.head, k_v, h * p.k_strides.head,
+                                               sg.r + c, D);
+          const V s = hn::IfThenElse(valid, hn::Mul(sd, scale), hn::Set(d, gsa_neg_inf<T>()));
+          const V pr = vexp(d, hn::Sub(s, hn::Load(d, lse_buf + c)));
+          const V dp = group_dot<kFixedB, false>(d, sg.d_o + c, h * p.d_o_strides.head, v_v, h * p.v_strides.head,
+                                                 sg.r + c, D);
+          hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Load(d, delta_buf + c))), d, ds + c);
+          hn::Store(pr, d, probs + c);
+        }
+        group_axpy<false>(d, dk_acc + (i * H + h) * D, T(1), ds, sg.n, sg.q, h * p.q_strides.head, sg.q, D);
+        group_axpy<false>(d, dv_acc + (i * H + h) * D, T(1), probs, sg.n, sg.d_o, h * p.d_o_strides.head, sg.d_o, D);
+      }
+    }
+  });
 }
 
 template <bool REL, typename T>
@@ -638,20 +774,22 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
   const hn::ScalableTag<T> d;
   const int64_t H = p.H, D = p.D;
   T* dk_acc = scratch;
-  T* dv_acc = dk_acc + H * D;
+  T* dv_acc = dk_acc + kGsaCpuRowGroup * H * D;
   T* dk = static_cast<T*>(p.dk);
   T* dv = static_cast<T*>(p.dv);
-  for (int64_t v = v0; v < v1; ++v) {
-    if (skip != nullptr && skip[v]) continue;
-    std::fill(dk_acc, dk_acc + 2 * H * D, T(0));
-    dkv_accumulate<REL>(p, b, v, p.graph.t_row_ptr[v], p.graph.t_row_ptr[v + 1], dk_acc, dv_acc);
-    T* dk_v = dk + at(p.dk_strides, b, v);
-    T* dv_v = dv + at(p.dv_strides, b, v);
-    for (int64_t h = 0; h < H; ++h) {
-      scale_copy(d, dk_v + h * p.dk_strides.head, dk_acc + h * D, static_cast<T>(p.scale), D);
-      scale_copy(d, dv_v + h * p.dv_strides.head, dv_acc + h * D, T(1), D);
+  for_row_groups(p.graph.t_row_ptr, v0, v1, skip, [&](const RowGroup& grp) {
+    std::fill(dk_acc, dk_acc + grp.n * H * D, T(0));
+    std::fill(dv_acc, dv_acc + grp.n * H * D, T(0));
+    dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc);
+    for (int i = 0; i < grp.n; ++i) {
+      T* dk_v = dk + at(p.dk_strides, b, grp.u[i]);
+      T* dv_v = dv + at(p.dv_strides, b, grp.u[i]);
+      for (int64_t h = 0; h < H; ++h) {
+        scale_copy(d, dk_v + h * p.dk_strides.head, dk_acc + (i * H + h) * D, static_cast<T>(p.scale), D);
+        scale_copy(d, dv_v + h * p.dv_strides.head, dv_acc + (i * H + h) * D, T(1), D);
+      }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -666,8 +804,9 @@ void dkv_piece(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1,
   T* dv = static_cast<T*>(dv_acc);
   std::fill(dk, dk + p.H * p.D, T(0));
   std::fill(dv, dv + p.H * p.D, T(0));
-  if (p.rel_emb != nullptr) dkv_accumulate<true>(p, b, v, t0, t1, dk, dv);
-  else dkv_accumulate<false>(p, b, v, t0, t1, dk, dv);
+  const RowGroup grp = single_row(v, t0, t1);
+  if (p.rel_emb != nullptr) dkv_accumulate<true>(p, b, grp, dk, dv);
+  else dkv_accumulate<false>(p, b, grp, dk, dv);
 }
 
 template <typename T>

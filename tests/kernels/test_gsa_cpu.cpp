@@ -252,6 +252,36 @@ TEST_P(GsaCpuTarget, HeavyRowsAndSourcesSplitMatchReference) {
   }
 }
 
+// Long rows over few relations (every row reads 200 sources under 3 relations): the cores take q . r_rel from a
+// per-row relation table and sum dS per relation instead of reading relation rows per edge; outputs and gradients
+// (d_rel_emb included) match the reference and do not depend on the thread count.
+TEST_P(GsaCpuTarget, LongRowsOverFewRelationsMatchReference) {
+  const GsaBackendScope scope(backend());
+  const int64_t n = 300, reach = 200;
+  GraphBuilder b(n, false);
+  const uint16_t rels[3] = {b.relation("near"), b.relation("mid"), b.relation("far")};
+  for (int32_t i = 0; i < n; ++i) {
+    for (int32_t j = 0; j < reach; ++j) {
+      const int32_t src = static_cast<int32_t>((i + 7 * j) % n);
+      b.add_edge(src, i, rels[j % 3]);
+    }
+  }
+  const Graph g = b.finish();
+  g.validate();
+  for (const auto& [D, H] : {std::pair<int64_t, int64_t>{64, 2}, {59, 3}}) {
+    const GsaCase c{"few-relations", {}, n, false, D, H, 1, true};
+    const RefProblem p = make_problem(c, g);
+    const std::vector<double> d_o = make_d_o(c, g);
+    const RefResult ref = reference_attention(p, DenseMask(g), d_o);
+    for (const GsaDtypeRows& rows : gsa_dtype_rows()) {
+      if (rows.dtype != GsaDtype::f32 && rows.dtype != GsaDtype::f64) continue;  // the CPU kernels' dtypes
+      EXPECT_EQ(compare_run(ref, run(g, p, d_o, rows.dtype), rows), "")
+          << c.id() << " " << gsa_dtype_name(rows.dtype) << " on " << where();
+    }
+    expect_thread_independent([&] { return run(g, p, d_o, GsaDtype::f32); }, c.id() + " on " + where());
+  }
+}
+
 // The kernels' vector exp: finite arguments to within fp32 / fp64 rounding of std::exp, NaN -> NaN, +inf and
 // arguments past the largest finite result -> +inf, -inf and large negative arguments -> 0; tails shorter than a
 // vector included (n = 37).

@@ -1,10 +1,13 @@
 // CPU graph-attention cores written once over Google Highway and compiled for every SIMD target (SSE4, AVX2,
 // AVX-512 on x86-64; NEON/SVE on ARM; EMU128 everywhere); gsa_cpu.cpp picks one at run time. fp32 and fp64 share
-// the code. Per (row, head), N edges at a time (N = lanes of the target): their N scores are N dot products over
-// D reduced together by a fixed transpose-add tree (no per-edge horizontal sum), one vector exp gives their
-// probabilities, and the head's accumulator is updated in register blocks of 4 vectors. Every output element is
-// produced by one fixed sequence of operations, so results are bitwise identical across runs and thread counts
-// (they differ between targets, whose lane counts differ).
+// the code. Rows (destination rows, or sources in the backward by source) go in groups of kGsaCpuRowGroup and
+// their edges in segments of a few chunks of N edges (N = lanes of the target). Per (segment, head, row): the
+// chunks' N scores are N dot products over D reduced together by a fixed transpose-add tree (no per-edge
+// horizontal sum), then one max, one rescale and one vector-exp pass over the segment, then the accumulation
+// with the accumulator held in registers over the whole segment. Rows with at least twice as many edges as
+// relations take q . r_rel from a per-row table instead of reading a relation row per edge. Every output element
+// is produced by one fixed sequence of operations that depends only on the graph, so results are bitwise
+// identical across runs and thread counts (they differ between targets, whose lane counts differ).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gsa_cpu_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

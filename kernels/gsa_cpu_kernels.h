@@ -40,8 +40,13 @@ struct GsaCpuTargetCores {
   GsaCpuCores f64;
 };
 
+// Destination rows (or sources) the cores process together.
+constexpr int kGsaCpuRowGroup = 4;
+
 // Per-thread scratch size in elements, for any target (covers the widest vectors Highway has).
-inline int64_t gsa_cpu_scratch_elems(const GsaParams& p) { return 2 * p.H * p.D + 64 * p.H + 8 * 256; }
+inline int64_t gsa_cpu_scratch_elems(const GsaParams& p) {
+  return kGsaCpuRowGroup * (2 * p.H * p.D + 256 * p.H + 3 * p.H * p.R) + 8 * 256;
+}
 
 // Every target compiled into this binary that this CPU can run, best first; and one target's cores by name
 // (nullptr when unknown or not runnable here). Defined in gsa_cpu_simd.cpp.

@@ -1,10 +1,13 @@
 // CPU graph-attention cores written once over Google Highway and compiled for every SIMD target (SSE4, AVX2,
 // AVX-512 on x86-64; NEON/SVE on ARM; EMU128 everywhere); gsa_cpu.cpp picks one at run time. fp32 and fp64 share
-// the code. Per (row, head), N edges at a time (N = lanes of the target): their N scores are N dot products over
-// D reduced together by a fixed transpose-add tree (no per-edge horizontal sum), one vector exp gives their
-// probabilities, and the head's accumulator is updated in register blocks of 4 vectors. Every output element is
-// produced by one fixed sequence of operations, so results are bitwise identical across runs and thread counts
-// (they differ between targets, whose lane counts differ).
+// the code. Rows (destination rows, or sources in the backward by source) go in groups of kGsaCpuRowGroup and
+// their edges in segments of a few chunks of N edges (N = lanes of the target). Per (segment, head, row): the
+// chunks' N scores are N dot products over D reduced together by a fixed transpose-add tree (no per-edge
+// horizontal sum), then one max, one rescale and one vector-exp pass over the segment, then the accumulation
+// with the accumulator held in registers over the whole segment. Rows with at least twice as many edges as
+// relations take q . r_rel from a per-row table instead of reading a relation row per edge. Every output element
+// is produced by one fixed sequence of operations that depends only on the graph, so results are bitwise
+// identical across runs and thread counts (they differ between targets, whose lane counts differ).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gsa_cpu_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -196,43 +199,42 @@ HWY_INLINE hn::Vec<D> group_dot(D d, const T* const* a, int64_t a_off, const T* 
   return s;
 }
 
+// acc[i .. i + K*n) = alpha * acc + sum_{j < nc} w[j] * (x_j + y_j) (y only when REL) over K vectors held in
+// registers while the nc edges stream through (K independent FMA chains).
+template <int K, bool REL, class D, typename T = hn::TFromD<D>>
+HWY_INLINE void axpy_regs(D d, T* acc, hn::Vec<D> va, bool rescale, const T* w, int nc, const T* const* x,
+                          int64_t x_off, const T* const* y, int64_t i) {
+  using V = hn::Vec<D>;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  V r[K];
+  for (int k = 0; k < K; ++k) {
+    r[k] = hn::LoadU(d, acc + i + k * n);
+    if (rescale) r[k] = hn::Mul(r[k], va);
+  }
+  for (int j = 0; j < nc; ++j) {
+    const V wj = hn::Set(d, w[j]);
+    const T* xp = x[j] + x_off + i;
+    for (int k = 0; k < K; ++k) {
+      V xv = hn::LoadU(d, xp + k * n);
+      if constexpr (REL) xv = hn::Add(xv, hn::LoadU(d, y[j] + i + k * n));
+      r[k] = hn::MulAdd(wj, xv, r[k]);
+    }
+  }
+  for (int k = 0; k < K; ++k) hn::StoreU(r[k], d, acc + i + k * n);
+}
+
 // acc[d] = alpha * acc[d] + sum_{j < nc} w[j] * (x_j[d] + y_j[d]) (y only when REL), x_j = x[j] + x_off; the
-// accumulator is held in registers in blocks of 4 vectors while the nc edges stream through.
+// accumulator is held in registers in blocks of 8 (then 4, 1) vectors while the nc edges stream through.
 template <bool REL, class D, typename T = hn::TFromD<D>>
 HWY_INLINE void group_axpy(D d, T* acc, T alpha, const T* w, int nc, const T* const* x, int64_t x_off,
                            const T* const* y, int64_t len) {
-  using V = hn::Vec<D>;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
-  const V va = hn::Set(d, alpha);
+  const auto va = hn::Set(d, alpha);
   const bool rescale = alpha != T(1);
   int64_t i = 0;
-  for (; i + 4 * n <= len; i += 4 * n) {
-    V r[4];
-    for (int k = 0; k < 4; ++k) {
-      r[k] = hn::LoadU(d, acc + i + k * n);
-      if (rescale) r[k] = hn::Mul(r[k], va);
-    }
-    for (int j = 0; j < nc; ++j) {
-      const V wj = hn::Set(d, w[j]);
-      const T* xp = x[j] + x_off + i;
-      for (int k = 0; k < 4; ++k) {
-        V xv = hn::LoadU(d, xp + k * n);
-        if constexpr (REL) xv = hn::Add(xv, hn::LoadU(d, y[j] + i + k * n));
-        r[k] = hn::MulAdd(wj, xv, r[k]);
-      }
-    }
-    for (int k = 0; k < 4; ++k) hn::StoreU(r[k], d, acc + i + k * n);
-  }
-  for (; i + n <= len; i += n) {
-    V r = hn::LoadU(d, acc + i);
-    if (rescale) r = hn::Mul(r, va);
-    for (int j = 0; j < nc; ++j) {
-      V xv = hn::LoadU(d, x[j] + x_off + i);
-      if constexpr (REL) xv = hn::Add(xv, hn::LoadU(d, y[j] + i));
-      r = hn::MulAdd(hn::Set(d, w[j]), xv, r);
-    }
-    hn::StoreU(r, d, acc + i);
-  }
+  for (; i + 8 * n <= len; i += 8 * n) axpy_regs<8, REL>(d, acc, va, rescale, w, nc, x, x_off, y, i);
+  for (; i + 4 * n <= len; i += 4 * n) axpy_regs<4, REL>(d, acc, va, rescale, w, nc, x, x_off, y, i);
+  for (; i + n <= len; i += n) axpy_regs<1, REL>(d, acc, va, rescale, w, nc, x, x_off, y, i);
   for (; i < len; ++i) {
     T r = rescale ? acc[i] * alpha : acc[i];
     for (int j = 0; j < nc; ++j) r += w[j] * (REL ? x[j][x_off + i] + y[j][i] : x[j][x_off + i]);
@@ -275,67 +277,206 @@ struct In {
         rel(static_cast<const T*>(p.rel_emb)) {}
 };
 
-// Source rows of the edges [c, c + nc) of one destination row (batch b), one per lane; padding lanes (nc up to
-// nl) reuse edge c and are masked by the caller.
+// Edges are taken in segments of up to kSegChunks chunks (of lanes edges): per (row, head, segment) all scores first
+// (independent dot products), then one max, one rescale and one vector exp pass, then the accumulation with the
+// accumulator in registers over the whole segment, so no per-edge or per-chunk dependency chain (max, rescale,
+// accumulator round trip) serialises the work. Rows of a group are walked in step, segment by segment, and every
+// head of a segment is finished for each row of the group before the next head: rows of window, bpt and similar
+// graphs share most sources at the same positions, so a segment's key and value rows for one head stay in L1
+// across the group.
+constexpr int kSegChunks = 4;
+constexpr int kSegMax = kMaxLanes * kSegChunks;
+
+// Source rows of one segment of a row's edges (chunk-major: chunk i holds lanes i*nl ..; padding lanes of a
+// partial chunk repeat the chunk's first edge and are masked by the caller).
 template <typename T>
-struct EdgeChunk {
-  const T* k[kMaxLanes * 2];
-  const T* v[kMaxLanes * 2];
-  const T* r[kMaxLanes * 2];
-  void gather(const GsaParams& p, const In<T>& in, int64_t b, int64_t c, int nc, int nl) {
+struct EdgeSeg {
+  const T* k[kSegMax];
+  const T* v[kSegMax];
+  const T* r[kSegMax];
+  int32_t rel[kSegMax];
+  int n = 0;  // edges in the segment
+  void gather(const GsaParams& p, const In<T>& in, int64_t b, int64_t e, int count, int nl) {
     const GsaGraphView& g = p.graph;
-    for (int j = 0; j < nl; ++j) {
-      const int64_t e = c + (j < nc ? j : 0);
-      k[j] = in.k + at(p.k_strides, b, g.col[e]);
-      v[j] = in.v + at(p.v_strides, b, g.col[e]);
-      r[j] = in.rel != nullptr ? in.rel + g.rel[e] * p.rel_stride : nullptr;
+    n = count;
+    const int padded = (count + nl - 1) / nl * nl;
+    for (int j = 0; j < padded; ++j) {
+      const int64_t ej = e + (j < count ? j : j / nl * nl);
+      k[j] = in.k + at(p.k_strides, b, g.col[ej]);
+      v[j] = in.v + at(p.v_strides, b, g.col[ej]);
+      rel[j] = in.rel != nullptr ? g.rel[ej] : 0;
+      r[j] = in.rel != nullptr ? in.rel + rel[j] * p.rel_stride : nullptr;
     }
   }
 };
 
-// Scaled scores q_u,h . (k_j,h + r_j) of a chunk's edges, -inf in the lanes outside `valid`.
+// Scaled scores q_u,h . (k_j,h + r_j) of one chunk (pointers k, r from lane 0), -inf in the lanes outside `valid`.
 template <bool REL, class D, class M, typename T = hn::TFromD<D>>
-HWY_INLINE hn::Vec<D> chunk_scores(D d, const GsaParams& p, const T* const* q_u, int64_t h, const EdgeChunk<T>& ch,
-                                   M valid) {
-  const auto dots = group_dot<kFixedA, REL>(d, q_u, h * p.q_strides.head, ch.k, h * p.k_strides.head, ch.r, p.D);
+HWY_INLINE hn::Vec<D> chunk_scores(D d, const GsaParams& p, const T* const* q_u, int64_t h, const T* const* k,
+                                   const T* const* r, M valid) {
+  const auto dots = group_dot<kFixedA, REL>(d, q_u, h * p.q_strides.head, k, h * p.k_strides.head, r, p.D);
   return hn::IfThenElse(valid, hn::Mul(dots, hn::Set(d, static_cast<T>(p.scale))), hn::Set(d, gsa_neg_inf<T>()));
 }
 
-// Forward: adds edges [e0, e1) of row u (batch b) to the online-softmax state m [H], l [H], acc [H, D].
-template <bool REL, typename T>
-void forward_accumulate(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, T* m, T* l, T* acc) {
-  const hn::ScalableTag<T> d;
+// Rows of one work group: destination row (or source) ids and edge ranges.
+struct RowGroup {
+  int64_t u[kGsaCpuRowGroup];
+  int64_t e0[kGsaCpuRowGroup];
+  int64_t e1[kGsaCpuRowGroup];
+  int n = 0;
+  int64_t longest() const {
+    int64_t len = 0;
+    for (int i = 0; i < n; ++i) len = std::max(len, e1[i] - e0[i]);
+    return len;
+  }
+};
+
+// One row (or source) with edges [e0, e1) as a group.
+inline RowGroup single_row(int64_t u, int64_t e0, int64_t e1) {
+  RowGroup grp;
+  grp.u[0] = u;
+  grp.e0[0] = e0;
+  grp.e1[0] = e1;
+  grp.n = 1;
+  return grp;
+}
+
+// For each edge offset `off` (a multiple of seg_len) below the group's longest row: gathers the segment at `off`
+// of every row i of the group into segs[i] (empty past a row's end), then calls f(off).
+template <typename T, typename Seg, typename F>
+void for_group_segments(const GsaParams& p, const In<T>& in, int64_t b, const RowGroup& grp, int seg_len, int nl,
+                        Seg* segs, F&& f) {
+  const int64_t len = grp.longest();
+  for (int64_t off = 0; off < len; off += seg_len) {
+    for (int i = 0; i < grp.n; ++i) {
+      const int count = static_cast<int>(std::clamp<int64_t>(grp.e1[i] - grp.e0[i] - off, 0, seg_len));
+      segs[i].gather(p, in, b, grp.e0[i] + off, count, nl);
+    }
+    f(off);
+  }
+}
+
+// exp(m_old - m_new) without a library call; 0 when nothing was seen yet (m_old = -inf), as gsa_rescale.
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE T rescale_factor(D d, T m_old, T m_new) {
+  return m_old == gsa_neg_inf<T>() ? T(0) : hn::GetLane(vexp(d, hn::Set(d, m_old - m_new)));
+}
+
+// A row whose edges outnumber the relations twice or more reuses each relation many times: its scores take
+// q_h . r_rel from a table of every (head, relation) of the row, so the score loop reads one key row per edge
+// instead of a key and a relation row.
+inline bool use_rel_table(const GsaParams& p, int64_t e0, int64_t e1) { return p.R > 0 && e1 - e0 >= 2 * p.R; }
+
+// tab [H, R] = q_u,h . r_rel for every head and relation.
+template <class D, typename T = hn::TFromD<D>>
+void rel_table(D d, const GsaParams& p, const T* q_u, T* tab) {
   const int nl = static_cast<int>(hn::Lanes(d));
-  const In<T> in(p);
-  const int64_t H = p.H, D = p.D;
-  const T* q_u[1] = {in.q + at(p.q_strides, b, u)};
-  EdgeChunk<T> ch;
-  HWY_ALIGN T probs[kMaxLanes * 2];
-  for (int64_t c = e0; c < e1; c += nl) {
-    const int nc = static_cast<int>(std::min<int64_t>(nl, e1 - c));
-    ch.gather(p, in, b, c, nc, nl);
-    const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
-    for (int64_t h = 0; h < H; ++h) {
-      const auto s = chunk_scores<REL>(d, p, q_u, h, ch, valid);
-      const T mx = std::max(m[h], hn::GetLane(hn::MaxOfLanes(d, s)));
-      const T alpha = gsa_rescale(m[h], mx);
-      const auto pr = vexp(d, hn::Sub(s, hn::Set(d, mx)));
-      l[h] = l[h] * alpha + hn::GetLane(hn::SumOfLanes(d, pr));
-      m[h] = mx;
-      hn::Store(pr, d, probs);
-      group_axpy<false>(d, acc + h * D, alpha, probs, nc, ch.v, h * p.v_strides.head, ch.r, D);
+  const T* rel = static_cast<const T*>(p.rel_emb);
+  const T* q1[1] = {q_u};
+  const T* rp[kMaxLanes * 2];
+  HWY_ALIGN T buf[kMaxLanes * 2];
+  for (int64_t r0 = 0; r0 < p.R; r0 += nl) {
+    const int nr = static_cast<int>(std::min<int64_t>(nl, p.R - r0));
+    for (int j = 0; j < nl; ++j) rp[j] = rel + (r0 + (j < nr ? j : 0)) * p.rel_stride;
+    for (int64_t h = 0; h < p.H; ++h) {
+      hn::Store(group_dot<kFixedA, false>(d, q1, h * p.q_strides.head, rp, 0, rp, p.D), d, buf);
+      std::copy(buf, buf + nr, tab + h * p.R + r0);
     }
   }
 }
 
+// Scaled scores of one chunk (pointers k, r and relation ids rel from lane 0), -inf outside `valid`: from the
+// relation table tab_h [R] of the head when there is one, else from the relation rows.
+template <bool REL, class D, class M, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<D> chunk_scores_tab(D d, const GsaParams& p, const T* const* q_u, int64_t h, const T* const* k,
+                                       const T* const* r, const int32_t* rel, const T* tab_h, M valid) {
+  if (!REL || tab_h == nullptr) return chunk_scores<REL>(d, p, q_u, h, k, r, valid);
+  HWY_ALIGN T rs[kMaxLanes * 2];
+  const size_t nl = hn::Lanes(d);
+  for (size_t j = 0; j < nl; ++j) rs[j] = tab_h[rel[j]];
+  const auto dots = hn::Add(group_dot<kFixedA, false>(d, q_u, h * p.q_strides.head, k, h * p.k_strides.head, r, p.D),
+                            hn::Load(d, rs));
+  return hn::IfThenElse(valid, hn::Mul(dots, hn::Set(d, static_cast<T>(p.scale))), hn::Set(d, gsa_neg_inf<T>()));
+}
+
+// Forward: adds the edges of each row of the group (batch b) to its online-softmax state m [H], l [H],
+// acc [H, D] (row i's at m + i*H, l + i*H, acc + i*H*D).
+template <bool REL, typename T>
+void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l, T* acc, T* tab) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const int nl = static_cast<int>(hn::Lanes(d));
+  const In<T> in(p);
+  const int64_t H = p.H, D = p.D;
+  const T* tabs[kGsaCpuRowGroup];
+  for (int i = 0; i < grp.n; ++i) {
+    tabs[i] = nullptr;
+    if (REL && use_rel_table(p, grp.e0[i], grp.e1[i])) {
+      rel_table(d, p, in.q + at(p.q_strides, b, grp.u[i]), tab + i * H * p.R);
+      tabs[i] = tab + i * H * p.R;
+    }
+  }
+  EdgeSeg<T> segs[kGsaCpuRowGroup];
+  HWY_ALIGN T probs[kSegMax];
+  for_group_segments(p, in, b, grp, nl * kSegChunks, nl, segs, [&](int64_t) {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int i = 0; i < grp.n; ++i) {
+        const EdgeSeg<T>& sg = segs[i];
+        if (sg.n == 0) continue;
+        const T* q_u[1] = {in.q + at(p.q_strides, b, grp.u[i])};
+        const T* tab_h = tabs[i] != nullptr ? tabs[i] + h * p.R : nullptr;
+        V mx = hn::Set(d, gsa_neg_inf<T>());
+        for (int c = 0; c < sg.n; c += nl) {
+          const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
+          const V s = chunk_scores_tab<REL>(d, p, q_u, h, sg.k + c, sg.r + c, sg.rel + c, tab_h, valid);
+          hn::Store(s, d, probs + c);
+          mx = hn::Max(mx, s);
+        }
+        T& mh = m[i * H + h];
+        T& lh = l[i * H + h];
+        const T m_new = std::max(mh, hn::GetLane(hn::MaxOfLanes(d, mx)));
+        const T alpha = rescale_factor(d, mh, m_new);
+        const V vm = hn::Set(d, m_new);
+        V sum = hn::Zero(d);
+        for (int c = 0; c < sg.n; c += nl) {
+          const V pr = vexp(d, hn::Sub(hn::Load(d, probs + c), vm));
+          hn::Store(pr, d, probs + c);
+          sum = hn::Add(sum, pr);
+        }
+        lh = lh * alpha + hn::GetLane(hn::SumOfLanes(d, sum));
+        mh = m_new;
+        group_axpy<false>(d, acc + (i * H + h) * D, alpha, probs, sg.n, sg.v, h * p.v_strides.head, sg.r, D);
+      }
+    }
+  });
+}
+
 template <typename T>
-void init_state(const GsaParams& p, T* m, T* l, T* acc) {
-  for (int64_t h = 0; h < p.H; ++h) {
+void init_state(const GsaParams& p, int n, T* m, T* l, T* acc) {
+  for (int64_t h = 0; h < n * p.H; ++h) {
     const GsaSoftmaxState<T> st = gsa_softmax_init<T>();
     m[h] = st.m;
     l[h] = st.l;
   }
-  std::fill(acc, acc + p.H * p.D, T(0));
+  std::fill(acc, acc + n * p.H * p.D, T(0));
+}
+
+// Calls f(group) for consecutive groups of up to kGsaCpuRowGroup rows of [u0, u1) not marked in skip, with their
+// CSR edge ranges.
+template <typename F>
+void for_row_groups(const int64_t* row_ptr, int64_t u0, int64_t u1, const uint8_t* skip, F&& f) {
+  RowGroup grp;
+  for (int64_t u = u0; u < u1; ++u) {
+    if (skip != nullptr && skip[u]) continue;
+    grp.u[grp.n] = u;
+    grp.e0[grp.n] = row_ptr[u];
+    grp.e1[grp.n] = row_ptr[u + 1];
+    if (++grp.n == kGsaCpuRowGroup) {
+      f(grp);
+      grp.n = 0;
+    }
+  }
+  if (grp.n > 0) f(grp);
 }
 
 template <bool REL, typename T>
@@ -343,22 +484,25 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
   const hn::ScalableTag<T> d;
   const int64_t H = p.H, D = p.D;
   T* acc = scratch;
-  T* m = acc + H * D;
-  T* l = m + H;
+  T* m = acc + kGsaCpuRowGroup * H * D;
+  T* l = m + kGsaCpuRowGroup * H;
+  T* tab = l + kGsaCpuRowGroup * H;
   T* o = static_cast<T*>(p.o);
   T* lse = static_cast<T*>(p.lse);
-  for (int64_t u = u0; u < u1; ++u) {
-    if (skip != nullptr && skip[u]) continue;
-    init_state(p, m, l, acc);
-    forward_accumulate<REL>(p, b, u, p.graph.row_ptr[u], p.graph.row_ptr[u + 1], m, l, acc);
-    T* o_u = o + at(p.o_strides, b, u);
-    T* lse_u = lse + (b * p.N + u) * H;
-    for (int64_t h = 0; h < H; ++h) {
-      const GsaSoftmaxState<T> st{m[h], l[h]};
-      scale_copy(d, o_u + h * p.o_strides.head, acc + h * D, gsa_inv_norm(st), D);
-      lse_u[h] = gsa_lse(st);
+  for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
+    init_state(p, grp.n, m, l, acc);
+    forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
+    for (int i = 0; i < grp.n; ++i) {
+      const int64_t u = grp.u[i];
+      T* o_u = o + at(p.o_strides, b, u);
+      T* lse_u = lse + (b * p.N + u) * H;
+      for (int64_t h = 0; h < H; ++h) {
+        const GsaSoftmaxState<T> st{m[i * H + h], l[i * H + h]};
+        scale_copy(d, o_u + h * p.o_strides.head, acc + (i * H + h) * D, gsa_inv_norm(st), D);
+        lse_u[h] = gsa_lse(st);
+      }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -369,13 +513,15 @@ void forward_rows(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const u
 
 template <typename T>
 void forward_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* m, void* l, void* acc,
-                   void*) {
+                   void* scratch) {
+  T* tab = static_cast<T*>(scratch);
   T* mt = static_cast<T*>(m);
   T* lt = static_cast<T*>(l);
   T* at_ = static_cast<T*>(acc);
-  init_state(p, mt, lt, at_);
-  if (p.rel_emb != nullptr) forward_accumulate<true>(p, b, u, e0, e1, mt, lt, at_);
-  else forward_accumulate<false>(p, b, u, e0, e1, mt, lt, at_);
+  init_state(p, 1, mt, lt, at_);
+  const RowGroup grp = single_row(u, e0, e1);
+  if (p.rel_emb != nullptr) forward_accumulate<true>(p, b, grp, mt, lt, at_, tab);
+  else forward_accumulate<false>(p, b, grp, mt, lt, at_, tab);
 }
 
 template <typename T>
@@ -396,49 +542,122 @@ void delta_rows(const GsaParams& p, int64_t u0, int64_t u1) {
   }
 }
 
-// Backward by destination: adds edges [e0, e1) of row u (batch b) to dq_acc [H, D] (unscaled) and their
-// d_rel_emb contributions to rel_part [R, D].
+// Backward by destination: adds the edges of each row of the group (batch b) to its dq_acc [H, D] (unscaled; row
+// i's at dq_acc + i*H*D) and their d_rel_emb contributions to rel_part [R, D]. Scratch: kGsaCpuRowGroup *
+// (256 H + 3 H R). Rows with a relation table (use_rel_table) sum dS per (head, relation) instead of adding the
+// relation row per edge: dq_h += sum_rel W_h,rel r_rel and d_rel_emb[rel] += scale sum_h W_h,rel q_h once per row.
 template <bool REL, typename T>
-void dq_accumulate(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, T* dq_acc, T* rel_part,
-                   T* scratch) {
+void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc, T* rel_part, T* scratch) {
   const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
   const int nl = static_cast<int>(hn::Lanes(d));
   const In<T> in(p);
   const GsaGraphView& g = p.graph;
-  const int64_t H = p.H, D = p.D;
-  const T scale_t = static_cast<T>(p.scale);
-  const T* q_u[1] = {in.q + at(p.q_strides, b, u)};
-  const T* do_u[1] = {static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u)};
-  const T* lse_u = static_cast<const T*>(p.lse) + (b * p.N + u) * H;
-  const T* delta_u = static_cast<const T*>(p.delta) + (b * p.N + u) * H;
-  EdgeChunk<T> ch;
-  HWY_ALIGN T ds[kMaxLanes * 2];
-  // With rel_emb: dS of every head of the chunk [H][lanes], so each edge's d_rel_emb row is updated once with
+  const int64_t H = p.H, D = p.D, R = p.R;
+  const V scale = hn::Set(d, static_cast<T>(p.scale));
+  // dS of every head of a row's segment [H][kSegMax] (scaled), so each edge's d_rel_emb row is updated once with
   // sum_h dS_h q_h instead of once per head.
-  T* ds_heads = REL ? scratch : nullptr;
-  for (int64_t c = e0; c < e1; c += nl) {
-    const int nc = static_cast<int>(std::min<int64_t>(nl, e1 - c));
-    ch.gather(p, in, b, c, nc, nl);
-    const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
+  T* ds_all = scratch;
+  T* tab = ds_all + kGsaCpuRowGroup * H * kSegMax;
+  T* wsum = tab + kGsaCpuRowGroup * H * R;   // W [H, R] per row
+  T* seen = wsum + kGsaCpuRowGroup * H * R;  // [R] per row: 1 where the row has an edge of the relation
+  const T* tabs[kGsaCpuRowGroup];
+  for (int i = 0; i < grp.n; ++i) {
+    tabs[i] = nullptr;
+    if (REL && use_rel_table(p, grp.e0[i], grp.e1[i])) {
+      rel_table(d, p, in.q + at(p.q_strides, b, grp.u[i]), tab + i * H * R);
+      tabs[i] = tab + i * H * R;
+      std::fill(wsum + i * H * R, wsum + (i + 1) * H * R, T(0));
+      std::fill(seen + i * R, seen + (i + 1) * R, T(0));
+    }
+  }
+  EdgeSeg<T> segs[kGsaCpuRowGroup];
+  HWY_ALIGN T ds[kSegMax];
+  for_group_segments(p, in, b, grp, nl * kSegChunks, nl, segs, [&](int64_t off) {
     for (int64_t h = 0; h < H; ++h) {
-      const auto s = chunk_scores<REL>(d, p, q_u, h, ch, valid);
-      const auto pr = vexp(d, hn::Sub(s, hn::Set(d, lse_u[h])));
-      const auto dp = group_dot<kFixedA, false>(d, do_u, h * p.d_o_strides.head, ch.v, h * p.v_strides.head, ch.r, D);
-      hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Set(d, delta_u[h]))), d, ds);  // dS = P (dP - delta)
-      group_axpy<REL>(d, dq_acc + h * D, T(1), ds, nc, ch.k, h * p.k_strides.head, ch.r, D);
-      if constexpr (REL) {
-        for (int j = 0; j < nc; ++j) ds_heads[h * nl + j] = ds[j] * scale_t;
+      for (int i = 0; i < grp.n; ++i) {
+        const EdgeSeg<T>& sg = segs[i];
+        if (sg.n == 0) continue;
+        const int64_t u = grp.u[i];
+        const T* q_u[1] = {in.q + at(p.q_strides, b, u)};
+        const T* do_u[1] = {static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u)};
+        const V lse_h = hn::Set(d, static_cast<const T*>(p.lse)[(b * p.N + u) * H + h]);
+        const V delta_h = hn::Set(d, static_cast<const T*>(p.delta)[(b * p.N + u) * H + h]);
+        const T* tab_h = tabs[i] != nullptr ? tabs[i] + h * R : nullptr;
+        T* ds_heads = ds_all + (i * H + h) * kSegMax;
+        for (int c = 0; c < sg.n; c += nl) {
+          const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
+          const V s = chunk_scores_tab<REL>(d, p, q_u, h, sg.k + c, sg.r + c, sg.rel + c, tab_h, valid);
+          const V pr = vexp(d, hn::Sub(s, lse_h));
+          const V dp =
+              group_dot<kFixedA, false>(d, do_u, h * p.d_o_strides.head, sg.v + c, h * p.v_strides.head, sg.r, D);
+          const V dsv = hn::Mul(pr, hn::Sub(dp, delta_h));  // dS = P (dP - delta)
+          hn::Store(dsv, d, ds + c);
+          if constexpr (REL) hn::StoreU(hn::Mul(dsv, scale), d, ds_heads + c);
+        }
+        T* dq_h = dq_acc + (i * H + h) * D;
+        if (tab_h != nullptr) {
+          group_axpy<false>(d, dq_h, T(1), ds, sg.n, sg.k, h * p.k_strides.head, sg.r, D);
+          T* w_h = wsum + (i * H + h) * R;
+          for (int j = 0; j < sg.n; ++j) w_h[sg.rel[j]] += ds[j];
+        } else {
+          group_axpy<REL>(d, dq_h, T(1), ds, sg.n, sg.k, h * p.k_strides.head, sg.r, D);
+        }
       }
     }
     if constexpr (REL) {  // d_rel_emb[rel_e] += scale * sum_h dS_h q_h, heads in order
       const T* q_heads[kMaxHeads];
       HWY_ALIGN T w[kMaxHeads];
-      for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
-        const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
-        for (int i = 0; i < nh; ++i) q_heads[i] = q_u[0] + (h0 + i) * p.q_strides.head;
-        for (int j = 0; j < nc; ++j) {
-          for (int i = 0; i < nh; ++i) w[i] = ds_heads[(h0 + i) * nl + j];
-          group_axpy<false>(d, rel_part + g.rel[c + j] * D, T(1), w, nh, q_heads, 0, q_heads, D);
+      for (int i = 0; i < grp.n; ++i) {
+        if (tabs[i] != nullptr) {
+          for (int j = 0; j < segs[i].n; ++j) seen[i * R + segs[i].rel[j]] = T(1);
+          continue;
+        }
+        const T* q_u = in.q + at(p.q_strides, b, grp.u[i]);
+        const int64_t e = grp.e0[i] + off;
+        for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
+          const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
+          for (int hh = 0; hh < nh; ++hh) q_heads[hh] = q_u + (h0 + hh) * p.q_strides.head;
+          for (int j = 0; j < segs[i].n; ++j) {
+            for (int hh = 0; hh < nh; ++hh) w[hh] = ds_all[(i * H + h0 + hh) * kSegMax + j];
+            group_axpy<false>(d, rel_part + g.rel[e + j] * D, T(1), w, nh, q_heads, 0, q_heads, D);
+          }
+        }
+      }
+    }
+  });
+  if constexpr (REL) {  // rows with a table: the relation sums, relations in order
+    const T* rel = static_cast<const T*>(p.rel_emb);
+    const T* q_heads[kMaxHeads];
+    HWY_ALIGN T w[kMaxHeads];
+    const T* rp[kMaxLanes * 2];
+    HWY_ALIGN T wr[kMaxLanes * 2];
+    for (int i = 0; i < grp.n; ++i) {
+      if (tabs[i] == nullptr) continue;
+      const T* w_i = wsum + i * H * R;
+      for (int64_t h = 0; h < H; ++h) {  // dq_h += sum_rel W_h,rel r_rel over the row's relations
+        int n = 0;
+        for (int64_t r = 0; r < R; ++r) {
+          if (seen[i * R + r] == T(0)) continue;
+          rp[n] = rel + r * p.rel_stride;
+          wr[n++] = w_i[h * R + r];
+          if (n == nl) {
+            group_axpy<false>(d, dq_acc + (i * H + h) * D, T(1), wr, n, rp, 0, rp, D);
+            n = 0;
+          }
+        }
+        if (n > 0) group_axpy<false>(d, dq_acc + (i * H + h) * D, T(1), wr, n, rp, 0, rp, D);
+      }
+      const T* q_u = in.q + at(p.q_strides, b, grp.u[i]);
+      for (int64_t r = 0; r < R; ++r) {
+        if (seen[i * R + r] == T(0)) continue;
+        for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
+          const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
+          for (int hh = 0; hh < nh; ++hh) {
+            q_heads[hh] = q_u + (h0 + hh) * p.q_strides.head;
+            w[hh] = w_i[(h0 + hh) * R + r] * static_cast<T>(p.scale);
+          }
+          group_axpy<false>(d, rel_part + r * D, T(1), w, nh, q_heads, 0, q_heads, D);
         }
       }
     }
@@ -450,18 +669,19 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
   const hn::ScalableTag<T> d;
   const int64_t H = p.H, D = p.D;
   T* dq_acc = scratch;
-  T* ds_heads = dq_acc + H * D;
+  T* dq_scratch = dq_acc + kGsaCpuRowGroup * H * D;
   T* dq = static_cast<T*>(p.dq);
-  for (int64_t u = u0; u < u1; ++u) {
-    if (skip != nullptr && skip[u]) continue;
-    for (int64_t b = 0; b < p.B; ++b) {
-      std::fill(dq_acc, dq_acc + H * D, T(0));
-      dq_accumulate<REL>(p, b, u, p.graph.row_ptr[u], p.graph.row_ptr[u + 1], dq_acc, rel_part, ds_heads);
-      T* dq_u = dq + at(p.dq_strides, b, u);
-      for (int64_t h = 0; h < H; ++h) {
-        scale_copy(d, dq_u + h * p.dq_strides.head, dq_acc + h * D, static_cast<T>(p.scale), D);
+  for (int64_t b = 0; b < p.B; ++b) {
+    for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
+      std::fill(dq_acc, dq_acc + grp.n * H * D, T(0));
+      dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, dq_scratch);
+      for (int i = 0; i < grp.n; ++i) {
+        T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
+        for (int64_t h = 0; h < H; ++h) {
+          scale_copy(d, dq_u + h * p.dq_strides.head, dq_acc + (i * H + h) * D, static_cast<T>(p.scale), D);
+        }
       }
-    }
+    });
   }
 }
 
@@ -477,57 +697,79 @@ void dq_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, 
   T* acc = static_cast<T*>(dq_acc);
   T* s = static_cast<T*>(scratch);
   std::fill(acc, acc + p.H * p.D, T(0));
-  if (p.rel_emb != nullptr) dq_accumulate<true>(p, b, u, e0, e1, acc, static_cast<T*>(rel_part), s);
-  else dq_accumulate<false>(p, b, u, e0, e1, acc, static_cast<T*>(rel_part), s);
+  const RowGroup grp = single_row(u, e0, e1);
+  if (p.rel_emb != nullptr) dq_accumulate<true>(p, b, grp, acc, static_cast<T*>(rel_part), s);
+  else dq_accumulate<false>(p, b, grp, acc, static_cast<T*>(rel_part), s);
 }
 
-// Backward by source: adds transposed edges [t0, t1) of source v (batch b) to dk_acc (unscaled), dv_acc [H, D].
-template <bool REL, typename T>
-void dkv_accumulate(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1, T* dk_acc, T* dv_acc) {
-  const hn::ScalableTag<T> d;
-  const int nl = static_cast<int>(hn::Lanes(d));
-  const In<T> in(p);
-  const GsaGraphView& g = p.graph;
-  const int64_t H = p.H, D = p.D;
-  const auto scale = hn::Set(d, static_cast<T>(p.scale));
-  const T* lse = static_cast<const T*>(p.lse);
-  const T* delta = static_cast<const T*>(p.delta);
-  const T* k_v[1] = {in.k + at(p.k_strides, b, v)};
-  const T* v_v[1] = {in.v + at(p.v_strides, b, v)};
-  const T* qp[kMaxLanes * 2];
-  const T* dop[kMaxLanes * 2];
-  const T* rp[kMaxLanes * 2];
-  int64_t row[kMaxLanes * 2];
-  HWY_ALIGN T lse_buf[kMaxLanes * 2];
-  HWY_ALIGN T delta_buf[kMaxLanes * 2];
-  HWY_ALIGN T ds[kMaxLanes * 2];
-  HWY_ALIGN T probs[kMaxLanes * 2];
-  for (int64_t c = t0; c < t1; c += nl) {
-    const int nc = static_cast<int>(std::min<int64_t>(nl, t1 - c));
-    for (int j = 0; j < nl; ++j) {
-      const int64_t t = c + (j < nc ? j : 0);
-      const int64_t u = g.t_col[t];
-      qp[j] = in.q + at(p.q_strides, b, u);
-      dop[j] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u);
-      rp[j] = REL ? in.rel + g.rel[g.t_edge[t]] * p.rel_stride : nullptr;
-      row[j] = (b * p.N + u) * H;
-    }
-    const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
-    for (int64_t h = 0; h < H; ++h) {
-      for (int j = 0; j < nl; ++j) {
-        lse_buf[j] = lse[row[j] + h];
-        delta_buf[j] = delta[row[j] + h];
-      }
-      const auto sd = group_dot<kFixedB, REL>(d, qp, h * p.q_strides.head, k_v, h * p.k_strides.head, rp, D);
-      const auto s = hn::IfThenElse(valid, hn::Mul(sd, scale), hn::Set(d, gsa_neg_inf<T>()));
-      const auto pr = vexp(d, hn::Sub(s, hn::Load(d, lse_buf)));
-      const auto dp = group_dot<kFixedB, false>(d, dop, h * p.d_o_strides.head, v_v, h * p.v_strides.head, rp, D);
-      hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Load(d, delta_buf))), d, ds);
-      hn::Store(pr, d, probs);
-      group_axpy<false>(d, dk_acc + h * D, T(1), ds, nc, qp, h * p.q_strides.head, qp, D);
-      group_axpy<false>(d, dv_acc + h * D, T(1), probs, nc, dop, h * p.d_o_strides.head, dop, D);
+// Destination rows of one segment of a source's transposed edges (padding as EdgeSeg).
+template <typename T>
+struct DestSeg {
+  const T* q[kSegMax];
+  const T* d_o[kSegMax];
+  const T* r[kSegMax];
+  int64_t row[kSegMax];  // (b * N + u) * H: the row's lse and delta
+  int n = 0;
+  void gather(const GsaParams& p, const In<T>& in, int64_t b, int64_t t, int count, int nl) {
+    const GsaGraphView& g = p.graph;
+    n = count;
+    const int padded = (count + nl - 1) / nl * nl;
+    for (int j = 0; j < padded; ++j) {
+      const int64_t tj = t + (j < count ? j : j / nl * nl);
+      const int64_t u = g.t_col[tj];
+      q[j] = in.q + at(p.q_strides, b, u);
+      d_o[j] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u);
+      r[j] = in.rel != nullptr ? in.rel + g.rel[g.t_edge[tj]] * p.rel_stride : nullptr;
+      row[j] = (b * p.N + u) * p.H;
     }
   }
+};
+
+// Backward by source: adds the transposed edges of each source of the group (batch b) to its dk_acc (unscaled)
+// and dv_acc [H, D] (source i's at + i*H*D).
+template <bool REL, typename T>
+void dkv_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_acc, T* dv_acc) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const int nl = static_cast<int>(hn::Lanes(d));
+  const In<T> in(p);
+  const int64_t H = p.H, D = p.D;
+  const V scale = hn::Set(d, static_cast<T>(p.scale));
+  const T* lse = static_cast<const T*>(p.lse);
+  const T* delta = static_cast<const T*>(p.delta);
+  DestSeg<T> segs[kGsaCpuRowGroup];
+  HWY_ALIGN T lse_buf[kSegMax];
+  HWY_ALIGN T delta_buf[kSegMax];
+  HWY_ALIGN T ds[kSegMax];
+  HWY_ALIGN T probs[kSegMax];
+  for_group_segments(p, in, b, grp, nl * kSegChunks, nl, segs, [&](int64_t) {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int i = 0; i < grp.n; ++i) {
+        const DestSeg<T>& sg = segs[i];
+        if (sg.n == 0) continue;
+        const T* k_v[1] = {in.k + at(p.k_strides, b, grp.u[i])};
+        const T* v_v[1] = {in.v + at(p.v_strides, b, grp.u[i])};
+        const int padded = (sg.n + nl - 1) / nl * nl;
+        for (int j = 0; j < padded; ++j) {
+          lse_buf[j] = lse[sg.row[j] + h];
+          delta_buf[j] = delta[sg.row[j] + h];
+        }
+        for (int c = 0; c < sg.n; c += nl) {
+          const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
+          const V sd = group_dot<kFixedB, REL>(d, sg.q + c, h * p.q_strides.head, k_v, h * p.k_strides.head,
+                                               sg.r + c, D);
+          const V s = hn::IfThenElse(valid, hn::Mul(sd, scale), hn::Set(d, gsa_neg_inf<T>()));
+          const V pr = vexp(d, hn::Sub(s, hn::Load(d, lse_buf + c)));
+          const V dp = group_dot<kFixedB, false>(d, sg.d_o + c, h * p.d_o_strides.head, v_v, h * p.v_strides.head,
+                                                 sg.r + c, D);
+          hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Load(d, delta_buf + c))), d, ds + c);
+          hn::Store(pr, d, probs + c);
+        }
+        group_axpy<false>(d, dk_acc + (i * H + h) * D, T(1), ds, sg.n, sg.q, h * p.q_strides.head, sg.q, D);
+        group_axpy<false>(d, dv_acc + (i * H + h) * D, T(1), probs, sg.n, sg.d_o, h * p.d_o_strides.head, sg.d_o, D);
+      }
+    }
+  });
 }
 
 template <bool REL, typename T>
@@ -535,20 +777,22 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
   const hn::ScalableTag<T> d;
   const int64_t H = p.H, D = p.D;
   T* dk_acc = scratch;
-  T* dv_acc = dk_acc + H * D;
+  T* dv_acc = dk_acc + kGsaCpuRowGroup * H * D;
   T* dk = static_cast<T*>(p.dk);
   T* dv = static_cast<T*>(p.dv);
-  for (int64_t v = v0; v < v1; ++v) {
-    if (skip != nullptr && skip[v]) continue;
-    std::fill(dk_acc, dk_acc + 2 * H * D, T(0));
-    dkv_accumulate<REL>(p, b, v, p.graph.t_row_ptr[v], p.graph.t_row_ptr[v + 1], dk_acc, dv_acc);
-    T* dk_v = dk + at(p.dk_strides, b, v);
-    T* dv_v = dv + at(p.dv_strides, b, v);
-    for (int64_t h = 0; h < H; ++h) {
-      scale_copy(d, dk_v + h * p.dk_strides.head, dk_acc + h * D, static_cast<T>(p.scale), D);
-      scale_copy(d, dv_v + h * p.dv_strides.head, dv_acc + h * D, T(1), D);
+  for_row_groups(p.graph.t_row_ptr, v0, v1, skip, [&](const RowGroup& grp) {
+    std::fill(dk_acc, dk_acc + grp.n * H * D, T(0));
+    std::fill(dv_acc, dv_acc + grp.n * H * D, T(0));
+    dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc);
+    for (int i = 0; i < grp.n; ++i) {
+      T* dk_v = dk + at(p.dk_strides, b, grp.u[i]);
+      T* dv_v = dv + at(p.dv_strides, b, grp.u[i]);
+      for (int64_t h = 0; h < H; ++h) {
+        scale_copy(d, dk_v + h * p.dk_strides.head, dk_acc + (i * H + h) * D, static_cast<T>(p.scale), D);
+        scale_copy(d, dv_v + h * p.dv_strides.head, dv_acc + (i * H + h) * D, T(1), D);
+      }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -563,8 +807,9 @@ void dkv_piece(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1,
   T* dv = static_cast<T*>(dv_acc);
   std::fill(dk, dk + p.H * p.D, T(0));
   std::fill(dv, dv + p.H * p.D, T(0));
-  if (p.rel_emb != nullptr) dkv_accumulate<true>(p, b, v, t0, t1, dk, dv);
-  else dkv_accumulate<false>(p, b, v, t0, t1, dk, dv);
+  const RowGroup grp = single_row(v, t0, t1);
+  if (p.rel_emb != nullptr) dkv_accumulate<true>(p, b, grp, dk, dv);
+  else dkv_accumulate<false>(p, b, grp, dk, dv);
 }
 
 template <typename T>

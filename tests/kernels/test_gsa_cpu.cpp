@@ -189,6 +189,9 @@ class GsaCpuTarget : public ::testing::TestWithParam<const GsaBackend*> {
     HostMemory mem;
     return run_on_backend(backend(), g, p, d_o, dtype, mem);
   }
+  // Case c on graph g matches the double reference in fp32 and fp64, and its fp32 bits do not depend on the
+  // thread count.
+  void expect_matches_reference(const Graph& g, const GsaCase& c) const;
 };
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, GsaCpuTarget, ::testing::ValuesIn(cpu_backends()),
@@ -216,6 +219,18 @@ void expect_thread_independent(F&& f, const std::string& what) {
   }
 }
 
+void GsaCpuTarget::expect_matches_reference(const Graph& g, const GsaCase& c) const {
+  const RefProblem p = make_problem(c, g);
+  const std::vector<double> d_o = make_d_o(c, g);
+  const RefResult ref = reference_attention(p, DenseMask(g), d_o);
+  for (const GsaDtypeRows& rows : gsa_dtype_rows()) {
+    if (rows.dtype != GsaDtype::f32 && rows.dtype != GsaDtype::f64) continue;  // the CPU kernels' dtypes
+    EXPECT_EQ(compare_run(ref, run(g, p, d_o, rows.dtype), rows), "")
+        << c.id() << " " << gsa_dtype_name(rows.dtype) << " on " << where();
+  }
+  expect_thread_independent([&] { return run(g, p, d_o, GsaDtype::f32); }, c.id() + " on " + where());
+}
+
 // A hub: node 0 reads every node and every node reads node 0 (and itself), so row 0 and source 0 are far longer
 // than the rest and run as pieces merged in a fixed order; results match the reference and do not depend on
 // the thread count.
@@ -240,15 +255,29 @@ TEST_P(GsaCpuTarget, HeavyRowsAndSourcesSplitMatchReference) {
   ASSERT_FALSE(gsa_split_plan(hg.t_row_ptr.data(), hg.n_nodes, threshold).empty()) << "source 0 should be split";
   for (bool rel : {false, true}) {
     const GsaCase c{"hub", {}, n, false, 16, 2, 2, rel};
-    const RefProblem p = make_problem(c, g);
-    const std::vector<double> d_o = make_d_o(c, g);
-    const RefResult ref = reference_attention(p, DenseMask(g), d_o);
-    for (const GsaDtypeRows& rows : gsa_dtype_rows()) {
-      if (rows.dtype != GsaDtype::f32 && rows.dtype != GsaDtype::f64) continue;  // the CPU kernels' dtypes
-      EXPECT_EQ(compare_run(ref, run(g, p, d_o, rows.dtype), rows), "")
-          << c.id() << " " << gsa_dtype_name(rows.dtype) << " on " << where();
+    expect_matches_reference(g, c);
+  }
+}
+
+// Long rows over few relations (every row reads 200 sources under 3 relations): the cores take q . r_rel from a
+// per-row relation table and sum dS per relation instead of reading relation rows per edge; outputs and gradients
+// (d_rel_emb included) match the reference and do not depend on the thread count.
+TEST_P(GsaCpuTarget, LongRowsOverFewRelationsMatchReference) {
+  const GsaBackendScope scope(backend());
+  const int64_t n = 300, reach = 200;
+  GraphBuilder b(n, false);
+  const uint16_t rels[3] = {b.relation("near"), b.relation("mid"), b.relation("far")};
+  for (int32_t i = 0; i < n; ++i) {
+    for (int32_t j = 0; j < reach; ++j) {
+      const int32_t src = static_cast<int32_t>((i + 7 * j) % n);
+      b.add_edge(src, i, rels[j % 3]);
     }
-    expect_thread_independent([&] { return run(g, p, d_o, GsaDtype::f32); }, c.id() + " on " + where());
+  }
+  const Graph g = b.finish();
+  g.validate();
+  for (const auto& [D, H] : {std::pair<int64_t, int64_t>{64, 2}, {59, 3}}) {
+    const GsaCase c{"few-relations", {}, n, false, D, H, 1, true};
+    expect_matches_reference(g, c);
   }
 }
 

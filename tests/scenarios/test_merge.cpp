@@ -10,9 +10,11 @@
 #include "harness/scenario/records.h"
 #include "harness/scenario/shard.h"
 #include "harness/scenario/sweep.h"
+#include "tests/scenarios/error_of.h"
 #include "tests/scenarios/temp_dir.h"
 
 using namespace sb;
+using sb::test::error_of;
 namespace fs = std::filesystem;
 using sb::test::TempDir;
 
@@ -55,15 +57,6 @@ void run_part(const Scenario& s, const std::string& dir, int64_t index, int64_t 
 json stripped(json r) {
   for (const std::string& k : provenance_fields()) r.erase(k);
   return r;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

@@ -7,19 +7,12 @@
 
 #include "common/error.h"
 #include "harness/scenario/shard.h"
+#include "tests/scenarios/error_of.h"
 
 using namespace sb;
+using sb::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 EnvFn env_of(std::map<std::string, std::string> vars) {
   return [vars](const std::string& name) {

@@ -16,9 +16,10 @@ while [ $# -gt 0 ]; do
 done
 
 # Debian packages: compilers and libraries, LibTorch (CPU) with the OpenBLAS backend, Highway (SIMD dispatch),
-# Gloo's headers (LibTorch's c10d process group for data-parallel training), Python torch for the op test.
+# Gloo's headers (LibTorch's c10d process group for data-parallel training), Python torch for the op test, Slurm and
+# munge for the one-node cluster the sharded-sweep test brings up.
 debs=(build-essential cmake git libtorch-dev libopenblas0-openmp libfmt-dev nlohmann-json3-dev libhwy-dev
-      libbenchmark-dev libgtest-dev libgloo-dev python3-torch clang libclang-rt-14-dev)
+      libbenchmark-dev libgtest-dev libgloo-dev python3-torch clang libclang-rt-14-dev slurm-wlm munge)
 sudo_cmd=""
 [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
 missing=()

@@ -50,6 +50,12 @@ int cmd_train(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_plot(const std::vector<std::string>& args);
 int cmd_schema(const std::vector<std::string>& args);
+int cmd_merge(const std::vector<std::string>& args);
+int cmd_run_point(const std::vector<std::string>& args);
+
+// The sparsebench binary, which `run --jobs N` starts once per point (`run-point`); set by main. Left unset in other
+// programs (tests), where --jobs above 1 is refused.
+void set_point_executable(const std::string& path);
 
 // Rewrites RUN_DIR/records.csv and draws the plots (plots/plot_run.py); 0 on success (harness/cli/cmd_plot.cpp).
 int run_plot_script(const std::string& run_dir);

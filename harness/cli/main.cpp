@@ -1,6 +1,7 @@
 // sparsebench: the command-line entry point; dispatches to the subcommands declared in harness/cli/cli.h.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ const Command kCommands[] = {
     {"train", sb::cmd_train, "train a character-level language model on enwik8 over a causal pattern"},
     {"run", sb::cmd_run, "run a scenario file: sweeps recorded under results/"},
     {"plot", sb::cmd_plot, "regenerate the plots and report of a run directory"},
+    {"merge", sb::cmd_merge, "merge run directories of one scenario (shards of run --shard i/n) and draw them"},
+    {"run-point", sb::cmd_run_point, "one point of a sweep's run directory (started by run --jobs N)"},
     {"schema", sb::cmd_schema, "print the JSON Schema of scenario files (scenarios/schema.json)"},
 };
 
@@ -37,6 +40,11 @@ void print_usage() {
 
 int main(int argc, char** argv) {
   sb::configure_blas_runtime(argv);
+  {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) sb::set_point_executable(self.string());
+  }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {
     print_usage();

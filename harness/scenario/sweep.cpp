@@ -1,8 +1,14 @@
 // The sweep loop: runs a scenario's points with progress, ETA and resume, recording every one.
 #include "harness/scenario/sweep.h"
 
+#include <signal.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -13,7 +19,9 @@
 #include "common/sha256.h"
 #include "common/text.h"
 #include "harness/scenario/paths.h"
+#include "harness/scenario/point_process.h"
 #include "harness/scenario/run_config.h"
+#include "harness/scenario/shard.h"
 
 namespace sb {
 
@@ -36,6 +44,108 @@ std::string failure_reason(const std::string& what) {
   return r.size() > 400 ? r.substr(0, 397) + "..." : r;
 }
 
+// The last non-empty line of a point's log, cut short (the likeliest reason a point process died).
+std::string log_tail(const std::string& path) {
+  bool exists = false;
+  std::string text = read_file(path, &exists);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  const auto nl = text.find_last_of('\n');
+  std::string last = nl == std::string::npos ? text : text.substr(nl + 1);
+  return last.size() > 200 ? last.substr(0, 197) + "..." : last;
+}
+
+// Runs `runnable` in child processes, at most `jobs` at once, recording each through `finish` as it ends. A stop
+// signal ends the children and returns with the points that were running unrecorded.
+void run_in_processes(const Scenario& s, const std::vector<const Point*>& runnable, const SweepOptions& opt,
+                      int64_t jobs, int64_t cpu_budget, const std::function<json(const Point&)>& base_record,
+                      const std::function<void(const Point&, json&)>& finish, int64_t& running, SweepSummary& sum) {
+  const fs::path dir(opt.run_dir);
+  std::error_code ec;
+  for (const char* sub : {".points", "logs"}) {
+    fs::create_directories(dir / sub, ec);
+    if (ec) throw Error(fmt::format("{}: cannot create: {}", (dir / sub).string(), ec.message()));
+  }
+  for (const auto& entry : fs::directory_iterator(dir / ".points", ec)) fs::remove(entry.path(), ec);  // stale
+  write_file_atomic(point_scenario_path(opt.run_dir), json{{"file", s.file}, {"doc", s.doc}}.dump() + "\n");
+
+  using clock = std::chrono::steady_clock;
+  struct Live {
+    const Point* point;
+    clock::time_point t0;
+    json record;
+  };
+  std::map<pid_t, Live> live;
+  StopSignals stop;
+  size_t next = 0;
+  while ((next < runnable.size() || !live.empty()) && StopSignals::received() == 0) {
+    while (static_cast<int64_t>(live.size()) < jobs && next < runnable.size()) {
+      const Point& p = *runnable[next++];
+      std::vector<std::string> argv = opt.point_command;
+      for (std::string& a : point_command_args(opt.run_dir, p, point_threads(p, jobs, cpu_budget))) {
+        argv.push_back(std::move(a));
+      }
+      const pid_t pid = start_point_process(argv, point_log_path(opt.run_dir, p.index));
+      live[pid] = Live{&p, clock::now(), base_record(p)};
+      running = static_cast<int64_t>(live.size());
+    }
+    const ProcessExit e = wait_point_process(200);
+    const auto it = live.find(e.pid);
+    if (it == live.end()) continue;
+    Live done = std::move(it->second);
+    live.erase(it);
+    running = static_cast<int64_t>(live.size());
+    const Point& p = *done.point;
+    const std::string result_path = point_result_path(opt.run_dir, p.index);
+    if (e.signal == SIGINT || e.signal == SIGTERM || e.signal == SIGHUP) {
+      // Stopped from outside rather than failed: left unrecorded, so --resume runs it again.
+      fmt::print(stderr, "note: point {} ({}) was {}; not recorded\n", p.index, p.label, describe_exit(e));
+      fs::remove(result_path, ec);
+      continue;
+    }
+    json& record = done.record;
+    record["wall_s"] = std::chrono::duration<double>(clock::now() - done.t0).count();
+    bool have = false;
+    const std::string text = read_file(result_path, &have);
+    const std::string log = fs::path(point_log_path(opt.run_dir, p.index)).lexically_relative(dir).string();
+    if (e.code == 0 && have) {
+      try {
+        const json fields = parse_json_guarded(text, result_path, false);
+        if (!fields.is_object()) throw Error(fmt::format("{}: not a JSON object", result_path));
+        for (const auto& [k, v] : fields.items()) record[k] = v;
+        if (record.contains("reason") && record["reason"].is_string()) {
+          record["reason"] = failure_reason(record["reason"].get<std::string>());
+        }
+      } catch (const Error& err) {
+        record["status"] = "failed";
+        record["reason"] = failure_reason(err.what());
+      }
+    } else {
+      const std::string tail = log_tail(point_log_path(opt.run_dir, p.index));
+      record["status"] = "failed";
+      record["reason"] = fmt::format("the point's process ended with {} ({}{})", describe_exit(e), log,
+                                     tail.empty() ? "" : ": " + tail);
+    }
+    record["log"] = log;
+    fs::remove(result_path, ec);
+    finish(p, record);
+  }
+  sum.stop_signal = StopSignals::received();
+  if (live.empty()) return;
+  // Stopped: the running points end without records (SIGTERM, then SIGKILL after 10 s).
+  for (const auto& [pid, l] : live) ::kill(pid, SIGTERM);
+  const auto deadline = clock::now() + std::chrono::seconds(10);
+  while (!live.empty()) {
+    const ProcessExit e = wait_point_process(100);
+    const auto it = live.find(e.pid);
+    if (it != live.end()) {
+      fs::remove(point_result_path(opt.run_dir, it->second.point->index), ec);
+      live.erase(it);
+    } else if (clock::now() > deadline) {
+      for (const auto& [pid, l] : live) ::kill(pid, SIGKILL);
+    }
+  }
+}
+
 }  // namespace
 
 std::string latest_run_dir(const std::string& results_root, const std::string& scenario) {
@@ -44,7 +154,8 @@ std::string latest_run_dir(const std::string& results_root, const std::string& s
   if (!fs::is_directory(dir, ec)) return "";
   std::string best;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (!entry.is_directory()) continue;
+    // Run directories only (a shards-<hash> directory holds runs, one per shard).
+    if (!entry.is_directory() || !fs::exists(entry.path() / "run.json")) continue;
     const std::string name = entry.path().filename().string();
     if (name > best) best = name;  // names start with a UTC timestamp
   }
@@ -80,6 +191,9 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
   fs::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create the run directory: {}", opt.run_dir, ec.message()));
   const std::string records_path = (dir / "records.jsonl").string();
+  const int64_t jobs = std::max<int64_t>(1, opt.jobs);
+  const int64_t cpu_budget = opt.cpu_budget > 0 ? opt.cpu_budget : available_cpus();
+  if (jobs > 1 && opt.point_command.empty()) throw Error("internal: --jobs above 1 needs the point command");
 
   std::set<std::string> done;
   if (opt.overwrite && !opt.resume) {
@@ -112,9 +226,18 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
       throw Error(fmt::format("{}; --resume needs the run's run.json to compare settings", e.what()));
     }
     if (!run.is_object()) throw Error(fmt::format("{}: not a JSON object; --resume needs it", run_json_path));
+    const json prior_shard = run.value("shard", json());
+    if (prior_shard != opt.shard) {
+      auto name = [](const json& sh) {
+        return sh.is_object() ? fmt::format("shard {}/{}", sh.value("index", -1), sh.value("count", -1))
+                              : std::string("the whole scenario");
+      };
+      throw Error(fmt::format("--resume: {} holds {}, not {}; resume each shard in its own directory",
+                              run_json_path, name(prior_shard), name(opt.shard)));
+    }
     const auto changes = config_changes(run.value("scenario", json::object()), s.doc);
     refuse_changes(changes, opt.allow_changes, "--resume", run_json_path);
-    json entry = {{"time", utc_iso()}, {"scenario_sha256", sha256_hex(s.doc.dump())}};
+    json entry = {{"time", utc_iso()}, {"scenario_sha256", sha256_hex(s.doc.dump())}, {"jobs", jobs}};
     if (!changes.empty()) {
       entry["changed"] = changes_json(changes);  // before and after, per key
       entry["scenario"] = s.doc;
@@ -129,6 +252,9 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
     run["kind"] = s.kind;
     run["started"] = utc_iso();
     run["points"] = sum.total;
+    run["jobs"] = jobs;
+    if (!opt.shard.is_null()) run["shard"] = opt.shard;
+    if (!opt.scenario_point_ids.empty()) run["point_ids"] = opt.scenario_point_ids;
   }
   write_file_atomic(run_json_path, run.dump(2) + "\n");
 
@@ -153,50 +279,47 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
     }
   }
 
-  int64_t to_run = 0;
+  std::vector<const Point*> runnable;
   for (const Point& p : points) {
     if (done.count(p.id)) ++sum.already;
-    else if (p.skip_reason.empty()) ++to_run;
+    else if (p.skip_reason.empty()) runnable.push_back(&p);
   }
+  const int64_t to_run = static_cast<int64_t>(runnable.size());
   fmt::print("{}: {} points: {} to run, {} to skip, {} already recorded -> {}\n", s.name, sum.total, to_run,
              sum.total - to_run - sum.already, sum.already, opt.run_dir);
+  const int64_t running_max = std::min(jobs, std::max<int64_t>(1, to_run));
+  if (jobs > 1) {
+    fmt::print("{}: up to {} points at once, each in its own process; threads per point: {} of {} CPUs unless the "
+               "point sets its own; output in {}/logs/\n",
+               s.name, running_max, std::max<int64_t>(1, cpu_budget / jobs), cpu_budget, opt.run_dir);
+  }
   std::fflush(stdout);
 
   RecordWriter writer(records_path);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  int64_t ran = 0;
-  int64_t seen = 0;
-  for (const Point& p : points) {
-    if (done.count(p.id)) continue;
+  int64_t ran = 0, seen = 0, running = 0;
+  double point_seconds = 0.0;  // summed wall time of the measured points, for the ETA
+  // Records one finished point and prints its progress line.
+  auto finish = [&](const Point& p, json& record) {
     ++seen;
-    json record = point_to_json(s, p);
-    record["time"] = utc_iso();
-    if (!p.skip_reason.empty()) {
-      const bool error = p.skip_reason.rfind("error: ", 0) == 0;
-      record["status"] = error ? "failed" : "skipped";
-      record["reason"] = error ? p.skip_reason.substr(7) : p.skip_reason;
-    } else {
-      const auto t0 = clock::now();
-      try {
-        measure(s, p, opt.run_dir, record);
-      } catch (const std::exception& e) {
-        record["status"] = "failed";
-        record["reason"] = failure_reason(e.what());
-      }
-      if (!record.contains("status")) record["status"] = "ok";
-      record["wall_s"] = std::chrono::duration<double>(clock::now() - t0).count();
-      ++ran;
-    }
+    if (!record.contains("status")) record["status"] = "ok";
+    if (!opt.shard.is_null()) record["shard"] = opt.shard;
     const std::string status = record["status"].get<std::string>();
     if (status == "ok") ++sum.ok;
     else if (status == "skipped") ++sum.skipped;
     else ++sum.failed;
     writer.append(record);
-
+    if (record.contains("wall_s")) {
+      ++ran;
+      point_seconds += record["wall_s"].get<double>();
+    }
     const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
     const int64_t remaining = to_run - ran;
-    const double eta = ran > 0 ? elapsed / static_cast<double>(ran) * static_cast<double>(remaining) : -1.0;
+    // Mean point time over the points running at once.
+    const double eta = ran > 0 ? point_seconds / static_cast<double>(ran) * static_cast<double>(remaining) /
+                                     static_cast<double>(std::max<int64_t>(1, std::min(running_max, remaining)))
+                               : -1.0;
     std::string detail;
     if (status == "ok" && record.contains("tokens_per_s")) {
       detail = fmt::format("{:.0f} tok/s", record["tokens_per_s"].get<double>());
@@ -212,18 +335,88 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
     } else if (record.contains("reason")) {
       detail = record["reason"].get<std::string>();
     }
-    fmt::print("[{}/{}] {} n={} b={} {}{} t={} -> {} {} | elapsed {}, ETA {}\n", seen + sum.already, sum.total,
-               p.label, p.length, p.batch, p.mode, p.causal ? " causal" : "", p.threads, status, detail,
-               format_duration(elapsed), remaining > 0 ? format_duration(eta) : "0m00s");
+    const int64_t t = record.contains("threads_used") ? record["threads_used"].get<int64_t>() : p.threads;
+    fmt::print("[{}/{}] {} n={} b={} {}{} t={} -> {} {} | {}elapsed {}, ETA {}\n", seen + sum.already, sum.total,
+               p.label, p.length, p.batch, p.mode, p.causal ? " causal" : "", t, status, detail,
+               jobs > 1 ? fmt::format("running {}, ", running) : "", format_duration(elapsed),
+               remaining > 0 ? format_duration(eta) : "0m00s");
     std::fflush(stdout);
+  };
+  auto base_record = [&](const Point& p) {
+    json record = point_to_json(s, p);
+    record["time"] = utc_iso();
+    record["jobs"] = jobs;
+    return record;
+  };
+
+  // Points skipped (or refused) at expansion are recorded without running anything: in order with one job, first
+  // with several.
+  auto record_skip = [&](const Point& p, json& record) {
+    const bool error = p.skip_reason.rfind("error: ", 0) == 0;
+    record["status"] = error ? "failed" : "skipped";
+    record["reason"] = error ? p.skip_reason.substr(7) : p.skip_reason;
+  };
+  if (jobs > 1) {
+    for (const Point& p : points) {
+      if (done.count(p.id) || p.skip_reason.empty()) continue;
+      json record = base_record(p);
+      record_skip(p, record);
+      finish(p, record);
+    }
+    run_in_processes(s, runnable, opt, jobs, cpu_budget, base_record, finish, running, sum);
+  } else {
+    for (const Point& p : points) {
+      if (done.count(p.id)) continue;
+      json record = base_record(p);
+      if (!p.skip_reason.empty()) {
+        record_skip(p, record);
+      } else {
+        const auto t0 = clock::now();
+        try {
+          measure(s, p, opt.run_dir, record);
+        } catch (const std::exception& e) {
+          record["status"] = "failed";
+          record["reason"] = failure_reason(e.what());
+        }
+        record["wall_s"] = std::chrono::duration<double>(clock::now() - t0).count();
+      }
+      finish(p, record);
+    }
   }
 
   const RecordFile all = read_records(records_path);
   for (const std::string& p : all.problems) fmt::print(stderr, "warning: {}\n", p);
   write_records_csv(all.records, (dir / "records.csv").string());
+  if (sum.stop_signal != 0) {
+    fmt::print("{}: stopped by signal {} ({}): {} ok, {} skipped, {} failed recorded; points that were running are "
+               "not recorded (--resume runs them) -> {}\n",
+               s.name, sum.stop_signal, strsignal(sum.stop_signal), sum.ok, sum.skipped, sum.failed, opt.run_dir);
+    return sum;
+  }
   fmt::print("{}: {} ok, {} skipped, {} failed{} -> {}\n", s.name, sum.ok, sum.skipped, sum.failed,
              sum.already ? fmt::format(", {} recorded earlier", sum.already) : "", opt.run_dir);
   return sum;
+}
+
+int64_t point_threads(const Point& p, int64_t jobs, int64_t cpu_budget) {
+  if (p.threads > 0) return p.threads;
+  return std::max<int64_t>(1, cpu_budget / std::max<int64_t>(1, jobs));
+}
+
+std::string point_scenario_path(const std::string& run_dir) {
+  return (fs::path(run_dir) / ".points" / "scenario.json").string();
+}
+
+std::string point_result_path(const std::string& run_dir, int64_t index) {
+  return (fs::path(run_dir) / ".points" / fmt::format("{:04}.json", index)).string();
+}
+
+std::string point_log_path(const std::string& run_dir, int64_t index) {
+  return (fs::path(run_dir) / "logs" / fmt::format("point-{:04}.log", index)).string();
+}
+
+std::vector<std::string> point_command_args(const std::string& run_dir, const Point& p, int64_t threads) {
+  return {"--run-dir", run_dir, "--index", std::to_string(p.index), "--id", p.id, "--threads", std::to_string(threads)};
 }
 
 }  // namespace sb

@@ -22,6 +22,13 @@ struct SweepOptions {
   bool allow_changes = false;  // resume although the scenario differs from run.json's (both recorded)
   bool export_graphs = true;  // graphs/<label>.json at n=64 for the pattern pictures
   json environment;           // provenance merged into run.json
+  // Points run at once. Above 1 every point runs in a child process (`point_command` + the point's arguments, see
+  // point_command_args), so a crashing point takes no other down and each sets its own thread count.
+  int64_t jobs = 1;
+  int64_t cpu_budget = 0;  // CPUs the jobs share (a point with threads 0 gets budget / jobs); 0: available_cpus()
+  std::vector<std::string> point_command;  // e.g. {"/path/sparsebench", "run-point"}
+  json shard;  // {"index", "count", "source"} when `points` are one shard of the scenario, else null
+  std::vector<std::string> scenario_point_ids;  // every point id of the scenario, recorded for `merge`
 };
 
 struct SweepSummary {
@@ -30,12 +37,26 @@ struct SweepSummary {
   int64_t ok = 0;
   int64_t skipped = 0;
   int64_t failed = 0;
+  int stop_signal = 0;  // a parallel sweep stopped by this signal (SIGINT, SIGTERM, SIGHUP): unfinished points unrecorded
 };
 
 // Expands nothing: runs `points` of `s`, recording every one (ok/skipped/failed) in run_dir/records.jsonl,
 // printing progress with an ETA; exceptions from `measure` are recorded as failed points.
 SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, const SweepOptions& opt,
                        const MeasureFn& measure);
+
+// The threads a point runs with when `jobs` points share `cpu_budget` CPUs: its own threads axis value when set,
+// else an equal share (at least 1).
+int64_t point_threads(const Point& p, int64_t jobs, int64_t cpu_budget);
+
+// Files of the point processes under a run directory: the scenario they expand (written by run_sweep), each point's
+// result fields (written by the point process, appended to records.jsonl by the sweep) and its output.
+std::string point_scenario_path(const std::string& run_dir);
+std::string point_result_path(const std::string& run_dir, int64_t index);
+std::string point_log_path(const std::string& run_dir, int64_t index);
+
+// Arguments after point_command for one point: --run-dir DIR --index I --id ID --threads T.
+std::vector<std::string> point_command_args(const std::string& run_dir, const Point& p, int64_t threads);
 
 // Prints the expanded points (analytic memory, skip decisions) as a table.
 void print_points(const Scenario& s, const std::vector<Point>& points);

@@ -16,21 +16,14 @@
 #include "harness/scenario/records.h"
 #include "harness/scenario/sweep.h"
 #include "common/error.h"
+#include "tests/scenarios/error_of.h"
 #include "tests/scenarios/temp_dir.h"
 
 using namespace sb;
+using sb::test::error_of;
 using sb::test::TempDir;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string nested(int depth, const std::string& inner = "1") {
   return std::string(depth, '[') + inner + std::string(depth, ']');

@@ -210,8 +210,13 @@ TEST(Sweep, OverBudgetPointsAreRecordedSkippedNotMeasured) {
 
 TEST(Sweep, LatestRunDirPicksNewestTimestamp) {
   TempDir dir("latest");
-  fs::create_directories(dir.path / "quick" / "20260101-000000-aaaa");
-  fs::create_directories(dir.path / "quick" / "20260102-000000-bbbb");
+  for (const char* run : {"20260101-000000-aaaa", "20260102-000000-bbbb"}) {
+    fs::create_directories(dir.path / "quick" / run);
+    std::ofstream(dir.path / "quick" / run / "run.json") << "{}\n";
+  }
+  // Directories that are not runs (the shards-<hash> directory of a sharded sweep) are passed over.
+  fs::create_directories(dir.path / "quick" / "shards-0123456789ab" / "shard-0-of-2");
+  fs::create_directories(dir.path / "quick" / "20260103-000000-cccc");
   EXPECT_EQ(latest_run_dir(dir.path.string(), "quick"), (dir.path / "quick" / "20260102-000000-bbbb").string());
   EXPECT_EQ(latest_run_dir(dir.path.string(), "other"), "");
 }

@@ -1,0 +1,236 @@
+// Merging run directories of one scenario: same-scenario check, one record per point, conflicts and missing points.
+#include "harness/scenario/merge.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/json_guard.h"
+#include "harness/scenario/records.h"
+
+namespace sb {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Source {
+  std::string dir;
+  json run;
+  std::vector<json> records;
+};
+
+std::string short_sha(const json& run) {
+  const std::string sha = run.value("scenario_sha256", std::string());
+  return sha.size() > 12 ? sha.substr(0, 12) + "..." : sha;
+}
+
+Source read_source(const std::string& dir) {
+  Source src;
+  src.dir = dir;
+  if (!fs::is_directory(dir)) throw Error(fmt::format("merge: {}: not a directory", dir));
+  const std::string run_path = (fs::path(dir) / "run.json").string();
+  bool exists = false;
+  const std::string text = read_file(run_path, &exists);
+  if (!exists) throw Error(fmt::format("merge: {}: no run.json; not a run directory of `sparsebench run`", dir));
+  src.run = parse_json_guarded(text, run_path, false);
+  if (!src.run.is_object() || !src.run.contains("scenario_sha256") || !src.run["scenario_sha256"].is_string() ||
+      !src.run.contains("scenario") || !src.run["scenario"].is_object()) {
+    throw Error(fmt::format("merge: {}: scenario_sha256 or scenario missing; not a run.json of `sparsebench run`",
+                            run_path));
+  }
+  for (const json& entry : src.run.value("resumed", json::array())) {
+    if (entry.is_object() && entry.contains("changed")) {
+      throw Error(fmt::format("merge: {} was resumed with changed settings (--allow-changes), so its records belong to "
+                              "more than one scenario; merge runs of one scenario only",
+                              dir));
+    }
+  }
+  RecordFile rf = read_records((fs::path(dir) / "records.jsonl").string());
+  src.records = std::move(rf.records);
+  return src;
+}
+
+// The point ids of the scenario: recorded in run.json, else expanded again from its scenario.
+std::vector<std::string> scenario_point_ids(const Source& src) {
+  std::vector<std::string> ids;
+  if (src.run.contains("point_ids") && src.run["point_ids"].is_array()) {
+    for (const json& id : src.run["point_ids"]) {
+      if (id.is_string()) ids.push_back(id.get<std::string>());
+    }
+    return ids;
+  }
+  const Scenario s = scenario_from_json(src.run["scenario"], (fs::path(src.dir) / "run.json").string());
+  for (const Point& p : expand_scenario(s)) ids.push_back(p.id);
+  return ids;
+}
+
+int status_rank(const json& r) {
+  const std::string st = r.value("status", std::string());
+  return st == "ok" || st == "skipped" ? 1 : 0;
+}
+
+json without_provenance(json r) {
+  for (const std::string& k : provenance_fields()) r.erase(k);
+  return r;
+}
+
+std::vector<std::string> differing_keys(const json& a, const json& b) {
+  std::vector<std::string> keys;
+  std::set<std::string> all;
+  for (const auto& [k, v] : a.items()) all.insert(k);
+  for (const auto& [k, v] : b.items()) all.insert(k);
+  for (const std::string& k : all) {
+    if (!a.contains(k) || !b.contains(k) || a[k] != b[k]) keys.push_back(k);
+  }
+  return keys;
+}
+
+std::string cut_list(const std::vector<std::string>& v, size_t most) {
+  std::vector<std::string> shown(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(most, v.size())));
+  return fmt::format("{}{}", fmt::join(shown, ", "), v.size() > most ? fmt::format(", ... ({} in all)", v.size()) : "");
+}
+
+}  // namespace
+
+const std::vector<std::string>& provenance_fields() {
+  static const std::vector<std::string> fields = {"time", "wall_s", "shard", "jobs", "train_dir", "log"};
+  return fields;
+}
+
+MergeReport merge_runs(const MergeOptions& opt) {
+  if (opt.dirs.empty()) throw Error("merge: no run directories given");
+  if (opt.out.empty()) throw Error("merge: --out DIR is required");
+  std::error_code ec;
+  const fs::path out_canon = fs::weakly_canonical(opt.out, ec);
+  std::set<fs::path> seen_dirs;
+  for (const std::string& d : opt.dirs) {
+    const fs::path canon = fs::weakly_canonical(d, ec);
+    if (!seen_dirs.insert(canon).second) throw Error(fmt::format("merge: {} is given twice", d));
+    if (canon == out_canon) {
+      throw Error(fmt::format("merge: --out {} is one of the run directories; write the merge elsewhere", opt.out));
+    }
+  }
+  std::vector<Source> sources;
+  for (const std::string& d : opt.dirs) {
+    sources.push_back(read_source(d));
+    const Source& first = sources.front();
+    const Source& now = sources.back();
+    if (now.run["scenario_sha256"] != first.run["scenario_sha256"]) {
+      throw Error(fmt::format("merge: {} and {} hold runs of different scenarios ({} scenario_sha256 {}, {} "
+                              "scenario_sha256 {}); only runs of the same scenario (file and --set overrides) merge",
+                              first.dir, now.dir, first.run.value("scenario_name", std::string("?")), short_sha(first.run),
+                              now.run.value("scenario_name", std::string("?")), short_sha(now.run)));
+    }
+  }
+  const fs::path out(opt.out);
+  const fs::path records_path = out / "records.jsonl";
+  if (fs::exists(records_path) && fs::file_size(records_path, ec) > 0 && !opt.overwrite) {
+    throw Error(fmt::format("merge: {} already holds records; pass --overwrite to replace them or choose another --out",
+                            records_path.string()));
+  }
+
+  MergeReport rep;
+  rep.scenario = sources.front().run.value("scenario_name", std::string());
+  const std::vector<std::string> ids = scenario_point_ids(sources.front());
+  rep.points = static_cast<int64_t>(ids.size());
+  const std::set<std::string> id_set(ids.begin(), ids.end());
+  // Candidates per point in preference order: directory order, then record order.
+  std::map<std::string, std::vector<std::pair<const Source*, const json*>>> by_point;
+  for (const Source& src : sources) {
+    for (const json& r : src.records) {
+      if (!r.contains("point") || !r["point"].is_string()) {
+        rep.notes.push_back(fmt::format("{}: a record without a point id, ignored", src.dir));
+        continue;
+      }
+      const std::string id = r["point"].get<std::string>();
+      if (!id_set.count(id)) {
+        rep.notes.push_back(fmt::format("{}: point '{}' is not a point of the scenario, ignored", src.dir, id));
+        continue;
+      }
+      by_point[id].emplace_back(&src, &r);
+    }
+  }
+
+  std::string lines;
+  for (const std::string& id : ids) {
+    const auto it = by_point.find(id);
+    if (it == by_point.end()) {
+      rep.missing.push_back(id);
+      continue;
+    }
+    const auto& cands = it->second;
+    int best_rank = 0;
+    for (const auto& [src, r] : cands) best_rank = std::max(best_rank, status_rank(*r));
+    const std::pair<const Source*, const json*>* kept = nullptr;
+    for (const auto& c : cands) {
+      if (status_rank(*c.second) != best_rank) {
+        ++rep.replaced_failures;
+        continue;
+      }
+      if (kept == nullptr) {
+        kept = &c;
+        continue;
+      }
+      const std::vector<std::string> keys = differing_keys(without_provenance(*kept->second),
+                                                           without_provenance(*c.second));
+      if (keys.empty()) {
+        ++rep.duplicates;
+      } else {
+        rep.conflicts.push_back(fmt::format("{}: {} and {} differ in {}; kept {}'s", id, kept->first->dir, c.first->dir,
+                                            cut_list(keys, 6), kept->first->dir));
+      }
+    }
+    const json& r = *kept->second;
+    const std::string st = r.value("status", std::string());
+    if (st == "ok") ++rep.ok;
+    else if (st == "skipped") ++rep.skipped;
+    else ++rep.failed;
+    lines += r.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  }
+
+  fs::create_directories(out / "graphs", ec);
+  if (ec) throw Error(fmt::format("merge: {}: cannot create: {}", (out / "graphs").string(), ec.message()));
+  // run.json: the scenario, provenance shared by every source (else "mixed"), and where each part came from.
+  json run;
+  const json& first = sources.front().run;
+  for (const auto& [k, v] : first.items()) {
+    if (k == "shard" || k == "resumed" || k == "jobs" || k == "merged") continue;
+    bool same = true;
+    for (const Source& src : sources) same = same && src.run.contains(k) && src.run[k] == v;
+    run[k] = same ? v : json("mixed (see merged.from)");
+  }
+  run["points"] = rep.points;
+  run["point_ids"] = ids;
+  std::string started;
+  json from = json::array();
+  for (const Source& src : sources) {
+    const std::string st = src.run.value("started", std::string());
+    if (started.empty() || (!st.empty() && st < started)) started = st;
+    json part = {{"dir", src.dir}, {"records", src.records.size()}};
+    for (const char* k : {"shard", "started", "resumed", "jobs", "commit", "host", "cpu", "simd_target", "libtorch"}) {
+      if (src.run.contains(k)) part[k] = src.run[k];
+    }
+    from.push_back(std::move(part));
+    // The pattern pictures: every source's, once.
+    for (const auto& entry : fs::directory_iterator(fs::path(src.dir) / "graphs", ec)) {
+      const fs::path target = out / "graphs" / entry.path().filename();
+      if (!fs::exists(target)) fs::copy_file(entry.path(), target, ec);
+    }
+  }
+  run["started"] = started;
+  run["merged"] = {{"time", utc_iso()},     {"from", from},           {"complete", rep.complete()},
+                   {"missing", rep.missing}, {"conflicts", rep.conflicts}, {"failed", rep.failed}};
+  write_file_atomic(records_path.string(), lines);
+  write_file_atomic((out / "run.json").string(), run.dump(2) + "\n");
+  const RecordFile all = read_records(records_path.string());
+  write_records_csv(all.records, (out / "records.csv").string());
+  return rep;
+}
+
+}  // namespace sb

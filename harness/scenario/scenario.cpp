@@ -349,6 +349,10 @@ void apply_override(json& doc, const std::string& assignment) {
     value = json::parse(text);
   } catch (const json::parse_error&) {
     value = text;  // bare words are strings: --set kind=model
+  } catch (const json::exception&) {
+    // Well-formed JSON that cannot be held, e.g. a number beyond double's range.
+    throw Error(fmt::format("--set {}: '{}' holds a number out of range", path,
+                            text.size() > 60 ? text.substr(0, 57) + "..." : text));
   }
   if (!doc.is_object()) throw Error("--set: the scenario is not a JSON object");
   json* cur = &doc;

@@ -14,6 +14,7 @@
 #include "harness/scenario/run_config.h"
 #include "harness/scenario/paths.h"
 #include "harness/scenario/records.h"
+#include "harness/scenario/scenario.h"
 #include "harness/scenario/sweep.h"
 #include "common/error.h"
 #include "tests/scenarios/error_of.h"
@@ -185,4 +186,12 @@ TEST(CheckpointFormat, ForgedTablesAreRefusedNamingTheField) {
   bad_json[8] = '[';
   refused(bad_json, "malformed JSON");
   EXPECT_THROW((void)sb::checkpoint_payload("SBCKPT1\n" + std::string(65, '0'), "old.pt"), sb::Error);
+}
+
+TEST(Overrides, NumbersOutOfRangeAreRefusedNamingTheOption) {
+  nlohmann::json doc = {{"axes", {{"lengths", {16}}}}};
+  const std::string what = error_of([&] { apply_override(doc, "axes/lengths=[511e1024]"); });
+  EXPECT_NE(what.find("--set axes/lengths"), std::string::npos) << what;
+  EXPECT_NE(what.find("out of range"), std::string::npos) << what;
+  EXPECT_EQ(doc["axes"]["lengths"][0], 16);
 }

@@ -20,6 +20,7 @@
 #include "common/limits.h"
 #include "common/text.h"
 #include "harness/dist/process_group.h"
+#include "kernels/gsa_cpu.h"
 #include "harness/lm/checkpoint.h"
 #include "harness/lm/data.h"
 #include "harness/lm/fast_dropout.h"
@@ -543,6 +544,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                  {"world_size", world},
                  {"distributed", distributed},
                  {"device", device_name(model->parameters().front().device())},
+                 {"simd_target", gsa_cpu_target()},  // the CPU kernels' target (SB_CPU_TARGET pins it)
                  {"git_commit", git_commit()},
                  {"torch_version", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
                                                TORCH_VERSION_PATCH)},

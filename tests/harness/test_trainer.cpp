@@ -12,6 +12,7 @@
 #include "harness/lm/trainer.h"
 #include "harness/measure/device.h"
 #include "common/error.h"
+#include "kernels/gsa_cpu.h"
 #include "tests/scenarios/temp_dir.h"  // remove_tree: fs::remove_all segfaulted with the pip LibTorch
 
 namespace {
@@ -127,6 +128,8 @@ TEST(Train, ResumeReproducesUninterruptedRun) {
   const json full = sb::train(tiny(data, base + "/full"));
   ASSERT_EQ(full["status"], "ok");
   ASSERT_EQ(full["steps"], 12);
+  EXPECT_EQ(full["simd_target"], sb::gsa_cpu_target());  // the record names the kernels' target that ran
+  EXPECT_EQ(full["world_size"], 1);
 
   auto part = tiny(data, base + "/part");
   part.stop_after = 7;  // two steps past the checkpoint at 5, as if killed there

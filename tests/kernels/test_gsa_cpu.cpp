@@ -150,6 +150,26 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
+// Runs f with 1 thread, then twice with 2, and checks that all three give the same bits.
+template <typename F>
+void expect_thread_independent(F&& f, const std::string& what) {
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const GsaRunOutputs one = f();
+  omp_set_num_threads(2);
+  const GsaRunOutputs two = f();
+  const GsaRunOutputs again = f();
+  omp_set_num_threads(saved_threads);
+  for (const GsaRunOutputs* other : {&two, &again}) {
+    EXPECT_TRUE(same_bits(one.o, other->o)) << what << " o";
+    EXPECT_TRUE(same_bits(one.lse, other->lse)) << what << " lse";
+    EXPECT_TRUE(same_bits(one.dq, other->dq)) << what << " dq";
+    EXPECT_TRUE(same_bits(one.dk, other->dk)) << what << " dk";
+    EXPECT_TRUE(same_bits(one.dv, other->dv)) << what << " dv";
+    EXPECT_TRUE(same_bits(one.d_rel, other->d_rel)) << what << " d_rel";
+  }
+}
+
 // On every CPU backend, repeated runs and 1 vs 2 threads give identical bits for every output, d_rel_emb
 // included (fp32 results widened to double, which keeps equal bits equal and different bits different).
 TEST(GsaCpu, BitwiseIdenticalAcrossRunsAndThreads) {
@@ -161,21 +181,7 @@ TEST(GsaCpu, BitwiseIdenticalAcrossRunsAndThreads) {
     const std::vector<double> d_o = make_d_o(c, g);
     for (const GsaBackend* backend : cpu_backends()) {
       const std::string where = c.id() + " " + backend->name();
-      const int saved_threads = omp_get_max_threads();
-      omp_set_num_threads(1);
-      const GsaRunOutputs one = run_fp32(*backend, g, p, d_o);
-      omp_set_num_threads(2);
-      const GsaRunOutputs two = run_fp32(*backend, g, p, d_o);
-      const GsaRunOutputs again = run_fp32(*backend, g, p, d_o);
-      omp_set_num_threads(saved_threads);
-      for (const GsaRunOutputs* other : {&two, &again}) {
-        EXPECT_TRUE(same_bits(one.o, other->o)) << where << " o";
-        EXPECT_TRUE(same_bits(one.lse, other->lse)) << where << " lse";
-        EXPECT_TRUE(same_bits(one.dq, other->dq)) << where << " dq";
-        EXPECT_TRUE(same_bits(one.dk, other->dk)) << where << " dk";
-        EXPECT_TRUE(same_bits(one.dv, other->dv)) << where << " dv";
-        EXPECT_TRUE(same_bits(one.d_rel, other->d_rel)) << where << " d_rel";
-      }
+      expect_thread_independent([&] { return run_fp32(*backend, g, p, d_o); }, where);
     }
   }
 }
@@ -198,26 +204,6 @@ INSTANTIATE_TEST_SUITE_P(AllTargets, GsaCpuTarget, ::testing::ValuesIn(cpu_backe
                          [](const ::testing::TestParamInfo<const GsaBackend*>& info) {
                            return info.param->name().substr(4);  // "cpu:AVX2" -> "AVX2"
                          });
-
-// Runs f with 1 thread, then twice with 2, and checks that all three give the same bits.
-template <typename F>
-void expect_thread_independent(F&& f, const std::string& what) {
-  const int saved_threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const GsaRunOutputs one = f();
-  omp_set_num_threads(2);
-  const GsaRunOutputs two = f();
-  const GsaRunOutputs again = f();
-  omp_set_num_threads(saved_threads);
-  for (const GsaRunOutputs* other : {&two, &again}) {
-    EXPECT_TRUE(same_bits(one.o, other->o)) << what << " o";
-    EXPECT_TRUE(same_bits(one.lse, other->lse)) << what << " lse";
-    EXPECT_TRUE(same_bits(one.dq, other->dq)) << what << " dq";
-    EXPECT_TRUE(same_bits(one.dk, other->dk)) << what << " dk";
-    EXPECT_TRUE(same_bits(one.dv, other->dv)) << what << " dv";
-    EXPECT_TRUE(same_bits(one.d_rel, other->d_rel)) << what << " d_rel";
-  }
-}
 
 void GsaCpuTarget::expect_matches_reference(const Graph& g, const GsaCase& c) const {
   const RefProblem p = make_problem(c, g);

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/hash.h"
 
 namespace sb {
 
@@ -275,14 +276,8 @@ GraphStats Graph::stats(int64_t max_hops_n) const {
 }
 
 std::string Graph::fingerprint() const {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](const void* data, size_t len) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < len; ++i) {
-      h ^= p[i];
-      h *= 1099511628211ull;
-    }
-  };
+  uint64_t h = kFnvBasis;
+  auto mix = [&h](const void* data, size_t len) { h = fnv1a64(data, len, h); };
   mix(&n_tokens, sizeof(n_tokens));
   const char c = causal ? 1 : 0;
   mix(&c, 1);

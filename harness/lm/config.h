@@ -65,6 +65,8 @@ namespace sb {
   F(eval_bytes, int64_t, 65536, integer("eval_bytes", 0, int64_t{1} << 40, "valid bytes scored at those evaluations, 0 = all") \
                                     .scenario("train", 65536))                                                      \
   F(eval_batch, int64_t, 8, integer("eval_batch", 1, 65536, "windows per evaluation pass").scenario("train", 8))    \
+  F(lens_bytes, int64_t, 65536, integer("lens_bytes", 0, int64_t{1} << 40, "valid bytes scored again at the end seeing only their last 16, 64, 256 and context bytes (BPC by available context), 0 = off") \
+                                    .scenario("train", 65536))                                                      \
   F(checkpoint_every, int64_t, 500, integer("checkpoint_every", 0, int64_t{1} << 40, "checkpoint every N steps (also at the end)") \
                                         .scenario("train", 500))                                                    \
   F(log_every, int64_t, 50, integer("log_every", 1, int64_t{1} << 40, "progress line every N steps")                \

@@ -128,4 +128,22 @@ std::vector<EvalWindow> eval_windows(Split split, int64_t context, int64_t limit
   return out;
 }
 
+std::vector<EvalWindow> lens_windows(Split split, int64_t history, int64_t c, int64_t limit) {
+  std::vector<EvalWindow> out;
+  if (c <= 0 || history < c) return out;
+  const int64_t first = split.begin + history;  // absolute index of the first target
+  const int64_t want = std::min(limit, split.end - first);
+  const int64_t chunk = std::max<int64_t>(1, c / 4);  // targets scored per window
+  for (int64_t next = first; next < first + want;) {
+    const int64_t last = std::min(next + chunk, first + want) - 1;
+    EvalWindow w;
+    w.len = c;
+    w.start = last - c;                   // targets start+1 .. start+c: the window ends at `last`
+    w.score_from = next - w.start - 1;    // target t of the window is byte start + t + 1
+    out.push_back(w);
+    next = last + 1;
+  }
+  return out;
+}
+
 }  // namespace sb

@@ -71,4 +71,9 @@ struct EvalWindow {
 // `limit` > 0 scores only about the first `limit` targets of the split.
 std::vector<EvalWindow> eval_windows(Split split, int64_t context, int64_t limit = 0);
 
+// Windows of `c` inputs that score the `limit` targets after the split's first `history` bytes (history >= c), each
+// seeing between c - c/4 + 1 and c bytes of history: the same targets for every c <= history, so BPC at
+// several available contexts compares like with like. Empty when the split holds no such target.
+std::vector<EvalWindow> lens_windows(Split split, int64_t history, int64_t c, int64_t limit);
+
 }  // namespace sb

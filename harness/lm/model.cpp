@@ -1,11 +1,14 @@
 // LanguageModel: byte Transformer LM over a pattern graph (tokens + extra nodes), or the dense baseline.
 #include "harness/lm/model.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/hash.h"
 
 namespace sb {
 
@@ -62,6 +65,30 @@ LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
 }
 
 const ModelConfig& LanguageModelImpl::config() const { return cfg_; }
+
+void LanguageModelImpl::reset_parameters(uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  const auto params = named_parameters(true);
+  for (const auto& item : params) {
+    const std::string& name = item.key();
+    torch::Tensor p = item.value();
+    if (name.find("norm") != std::string::npos) continue;  // LayerNorm: ones and zeros, nothing random
+    auto gen = at::detail::createCPUGenerator(derive_seed(seed, name));
+    auto fresh = torch::empty(p.sizes(), torch::kFloat32);  // drawn on the CPU in fp32: the same on every device
+    const bool linear = name.size() > 7 && (name.compare(name.size() - 7, 7, ".weight") == 0 ||
+                                            name.compare(name.size() - 5, 5, ".bias") == 0) &&
+                        name.find("embed") == std::string::npos;
+    if (linear) {
+      // Linear layers as LibTorch initialises them: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
+      const std::string weight = name.substr(0, name.rfind('.')) + ".weight";
+      const double bound = 1.0 / std::sqrt(static_cast<double>(params[weight].size(1)));
+      fresh.uniform_(-bound, bound, gen);
+    } else {
+      fresh.normal_(0.0, 0.02, gen);  // embeddings, positions and relation tables
+    }
+    p.copy_(fresh);
+  }
+}
 
 int64_t LanguageModelImpl::parameter_count() const {
   int64_t n = 0;

@@ -32,6 +32,10 @@ class LanguageModelImpl : public torch::nn::Module {
   explicit LanguageModelImpl(const ModelConfig& cfg);  // throws sb::Error (e.g. pattern without causal form)
   torch::Tensor forward(const torch::Tensor& bytes);   // bytes: [B, T] int64, T <= context; returns logits [B, T, 256]
   int64_t parameter_count() const;
+  // Draws every parameter from its own random stream, derived from `seed` and the parameter's name, with the
+  // distribution the constructor uses: models of different patterns built with one seed start with identical
+  // shared weights (their relation tables differ in size), so patterns are compared on paired runs.
+  void reset_parameters(uint64_t seed);
   const ModelConfig& config() const;
 
   // Relation vocabulary of the relative position embeddings (empty for absolute positions).

@@ -17,6 +17,7 @@
 
 #include "common/durable_file.h"
 #include "common/error.h"
+#include "common/hash.h"
 #include "common/limits.h"
 #include "common/text.h"
 #include "harness/dist/process_group.h"
@@ -41,6 +42,11 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Where the run lives, how often it is saved or reports and what it evaluates at the end change nothing it trains:
+// a resume may change them.
+const std::vector<std::string> kUntrainedKeys = {"out_dir", "checkpoint_every", "log_every", "profile", "final_eval",
+                                                 "lens_bytes"};
+
 // Learning rate at optimizer step `step` (1-based): linear warm-up, then cosine decay to lr * min_lr_ratio.
 // With a time budget, progress is the larger of the step and the time fraction.
 double learning_rate(const TrainConfig& cfg, int64_t step, double train_s) {
@@ -58,15 +64,14 @@ struct EvalResult {
   double seconds = 0.0;
 };
 
-// Bits per byte over a split, each target scored once with at least half a context of history. With a process
-// group, rank r scores batches r, r + W, ... and the sums are exchanged (every rank returns the whole split's).
-EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64_t context, int64_t limit,
-                    int64_t eval_batch, ProcessGroup* pg) {
+// Bits per byte of the targets `windows` score, `eval_batch` windows (of one length) per pass. With a process
+// group, rank r scores batches r, r + W, ... and the sums are exchanged (every rank returns the whole total).
+EvalResult score_windows(LanguageModel& model, const Enwik8& data, const std::vector<EvalWindow>& windows,
+                         int64_t eval_batch, ProcessGroup* pg) {
   const double t0 = now_s();
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  const auto windows = eval_windows(split, context, limit);
   const uint8_t* bytes = data.bytes().data();
   const auto device = model->parameters().front().device();
   double nats = 0.0;
@@ -109,6 +114,29 @@ EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64
   r.bpc = scored ? nats / scored / std::log(2.0) : std::numeric_limits<double>::quiet_NaN();
   r.seconds = now_s() - t0;
   return r;
+}
+
+// Bits per byte over a split, each target scored once with at least half a context of history.
+EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64_t context, int64_t limit,
+                    int64_t eval_batch, ProcessGroup* pg) {
+  return score_windows(model, data, eval_windows(split, context, limit), eval_batch, pg);
+}
+
+// BPC by available context: the same `bytes` valid targets scored with only their last c bytes visible, for c in
+// {16, 64, 256, context}, through the pattern's graph built at length c. The drop from c = 16 to the full context
+// is how much distant context the model uses. Passes keep about eval_batch * context tokens.
+json context_lens(LanguageModel& model, const Enwik8& data, int64_t context, int64_t bytes, int64_t eval_batch,
+                  ProcessGroup* pg, double& seconds) {
+  json out = json::array();
+  for (const int64_t c : {int64_t{16}, int64_t{64}, int64_t{256}, context}) {
+    if (c > context || (!out.empty() && out.back()["context"] == c)) continue;  // a context of 16, 64 or 256 once
+    const auto windows = lens_windows(data.valid(), context, c, bytes);
+    if (windows.empty()) break;
+    const EvalResult r = score_windows(model, data, windows, eval_batch * std::max<int64_t>(1, context / c), pg);
+    out.push_back({{"context", c}, {"bpc", r.bpc}, {"bytes", r.bytes}});
+    seconds += r.seconds;
+  }
+  return out;
 }
 
 // Metrics are records: every line is checked and fsync'd, so a full disk stops the run with a message.
@@ -298,8 +326,11 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     }
   });
 
-  torch::manual_seed(cfg.seed);
+  // Paired runs: weights from per-parameter streams of the seed, and the dropout stream started after the model
+  // exists, so every pattern trained with one seed starts from the same shared weights and masks.
   LanguageModel model(cfg.model);
+  model->reset_parameters(static_cast<uint64_t>(cfg.seed));
+  torch::manual_seed(cfg.seed);
   model->to(device, dtype);
   model->train();
   OpProfile op_profile;  // counts only while started, under --profile
@@ -326,6 +357,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   double train_s = 0.0;
   json evals = json::array();
   json config_history = json::array();  // settings changed at resumes (--allow-changes)
+  json resumes = json::array();         // the steps this run was resumed at
   json resumed_state = json::object();  // the checkpoint's running figures (progress line, last loss)
   const json config = train_config_json(cfg);
   // Every rank loads rank 0's checkpoint (--out must be shared between machines).
@@ -340,8 +372,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
       throw Error(fmt::format("--resume: checkpoint '{}' was written for a different model: {}", ckpt_path,
                               describe_changes(config_changes(saved_model, config["model"]))));
     }
-    // Where the run lives, how often it is saved or reports and its final evaluation change nothing it trains.
-    const auto changes = config_changes(saved_config, config, {"out_dir", "checkpoint_every", "log_every", "profile", "final_eval"});
+    const auto changes = config_changes(saved_config, config, kUntrainedKeys);
     refuse_changes(changes, cfg.allow_changes, "--resume", ckpt_path);
     config_history = st.info.value("config_changes", json::array());
     if (!changes.empty()) {
@@ -349,6 +380,8 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     }
     step = st.step;
     train_s = st.train_s;
+    resumes = st.info.value("resumes", json::array());
+    resumes.push_back(step);
     std::istringstream rng_text(st.data_rng);
     rng_text >> rng;
     if (rng_text.fail()) {
@@ -420,6 +453,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     st.info = {{"config", config},
                {"evals", evals},
                {"config_changes", config_history},
+               {"resumes", resumes},
                {"progress", {{"interval_loss", interval_loss},
                              {"interval_train_s", interval_train_s},
                              {"interval_steps", interval_steps},
@@ -497,13 +531,16 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
       const double per_step = interval_train_s / interval_steps;
       double eta = (cfg.steps - step) * per_step;
       if (budget_s > 0) eta = std::min(eta, budget_s - train_s);
+      // batch_fnv: a digest of this step's windows (rank 0's rows), so paired runs can be checked to share data.
+      const torch::Tensor rows = batch.cpu().contiguous();
       log_record({{"kind", "train"},
-                                 {"step", step},
-                                 {"loss", mean_loss},
-                                 {"bpc", mean_loss / std::log(2.0)},
-                                 {"lr", lr},
-                                 {"tokens_per_s", tps},
-                                 {"train_s", train_s}});
+                  {"step", step},
+                  {"loss", mean_loss},
+                  {"bpc", mean_loss / std::log(2.0)},
+                  {"lr", lr},
+                  {"tokens_per_s", tps},
+                  {"train_s", train_s},
+                  {"batch_fnv", fmt::format("{:016x}", fnv1a64(rows.data_ptr(), rows.nbytes()))}});
       if (!cfg.quiet) {
         fmt::print("step {:>6}  loss {:.4f}  bpc {:.4f}  lr {:.2e}  {:.0f} tok/s  elapsed {}  eta {}\n", step,
                    mean_loss, mean_loss / std::log(2.0), lr, tps, format_duration(train_s), format_duration(eta));
@@ -512,7 +549,8 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
       interval_loss = interval_train_s = 0.0;
       interval_steps = 0;
     }
-    if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && !last) {
+    // The last step is evaluated too, so every learning curve ends where training did (on the same bytes).
+    if (cfg.eval_every > 0 && (step % cfg.eval_every == 0 || last)) {
       const EvalResult r =
           evaluate(model, data, data.valid(), cfg.model.context, cfg.eval_bytes, cfg.eval_batch, pg.get());
       eval_s += r.seconds;
@@ -548,7 +586,8 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                  {"git_commit", git_commit()},
                  {"torch_version", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
                                                TORCH_VERSION_PATCH)},
-                 {"evals", evals}};
+                 {"evals", evals},
+                 {"resumed_at_steps", resumes}};
   if (!config_history.empty()) result["config_changes"] = config_history;
   if (status == "stopped") return result;  // as if killed: the checkpoint is the only trace
   if (status == "ok") checkpoint_s += save();
@@ -563,6 +602,16 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     log_record({{"kind", "final"}, {"step", step}, {"valid_bpc", v.bpc}, {"valid_bytes", v.bytes},
                                {"test_bpc", t.bpc}, {"test_bytes", t.bytes}});
     if (!cfg.quiet) fmt::print("final  valid bpc {:.4f}  test bpc {:.4f}\n", v.bpc, t.bpc);
+    if (cfg.lens_bytes > 0) {
+      const json lens = context_lens(model, data, cfg.model.context, cfg.lens_bytes, cfg.eval_batch, pg.get(), eval_s);
+      result["context_lens"] = lens;
+      log_record({{"kind", "lens"}, {"step", step}, {"context_lens", lens}});
+      if (!cfg.quiet && !lens.empty()) {
+        std::string line = "lens   valid bpc seeing the last";
+        for (const json& l : lens) line += fmt::format("  {} bytes: {:.4f}", l["context"].get<int64_t>(), l["bpc"].get<double>());
+        fmt::print("{}\n", line);
+      }
+    }
   }
   result["valid_bpc"] = valid_bpc;
   result["test_bpc"] = test_bpc;
@@ -581,6 +630,30 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   result["timing"] = timing;
   if (lead) write_file_atomic(result_path, result.dump(2) + "\n");
   return result;
+}
+
+int64_t resumable_step(const TrainConfig& cfg, std::string* why) {
+  const std::string path = (fs::path(cfg.out_dir) / "checkpoint.pt").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    *why = "no checkpoint";
+    return -1;
+  }
+  try {
+    const CheckpointBody body = read_checkpoint(path);
+    const json saved = body.meta.value("info", json::object()).value("config", json::object());
+    const auto changes = config_changes(saved, train_config_json(cfg), kUntrainedKeys);
+    if (!changes.empty()) {
+      *why = fmt::format("checkpoint '{}' has other settings: {}", path, describe_changes(changes));
+      return -1;
+    }
+    const json step = body.meta.value("step", json());
+    if (!step.is_number_unsigned()) throw Error(fmt::format("checkpoint '{}' is damaged (/meta/step)", path));
+    return step.get<int64_t>();
+  } catch (const Error& e) {
+    *why = e.what();
+    return -1;
+  }
 }
 
 std::vector<std::string> train_command_args(const TrainConfig& cfg) {

@@ -307,12 +307,31 @@ std::vector<Point> expand_scenario(const Scenario& s) {
       if (i == at.size()) break;
     }
   }
-  return points;
+  for (Point& p : points) {
+    p.config_id = p.id;
+    p.seed = train ? p.config.seed : s.seed;
+  }
+  if (!axes.contains("seeds")) return points;
+  // Seeds outermost: a partly finished sweep holds whole seeds of every configuration, ready for paired comparison.
+  std::vector<Point> seeded;
+  for (const json& sv : as_list(axes["seeds"])) {
+    for (const Point& base : points) {
+      Point p = base;
+      p.seed = sv.get<int64_t>();
+      p.config.seed = p.seed;
+      p.id = fmt::format("{}/seed={}", base.id, p.seed);
+      p.index = static_cast<int64_t>(seeded.size());
+      seeded.push_back(std::move(p));
+    }
+  }
+  return seeded;
 }
 
 json point_to_json(const Scenario& s, const Point& p) {
   json r;
   r["point"] = p.id;
+  r["config_id"] = p.config_id;
+  r["seed"] = p.seed;
   r["index"] = p.index;
   r["scenario"] = s.name;
   r["kind"] = s.kind;

@@ -163,7 +163,8 @@ void measure_model(const Scenario& s, const Point& p, torch::Device device, json
 }
 
 // The trainer configuration of a training point: the point's typed config, writing under `out_dir`. A point that
-// is not recorded yet starts over (overwrite), since a kill may have left its directory half written.
+// is not recorded yet starts over (overwrite) unless `out_dir` holds a checkpoint of this very configuration (a
+// sweep killed mid-point): then it continues from there, as `train --resume` would.
 TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
   TrainConfig cfg = p.config;
   if (cfg.data.empty()) throw Error("kind \"train\" needs /train/data (the enwik8 file)");
@@ -173,9 +174,17 @@ TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
 }
 
 void measure_train(const Point& p, json& record, const std::string& out_dir) {
-  const TrainConfig cfg = train_config_for_point(p, out_dir);
+  TrainConfig cfg = train_config_for_point(p, out_dir);
+  std::string why;
+  const int64_t from = resumable_step(cfg, &why);
+  if (from > 0) {
+    cfg.resume = true;
+    cfg.overwrite = false;
+    if (!cfg.quiet) fmt::print("point {}: continuing its training from step {} ({})\n", p.index, from, out_dir);
+  }
   const json result = train_local_ranks(cfg);  // cfg.nproc ranks: processes of this binary when more than one
-  for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size"}) {
+  for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size",
+                          "context_lens", "resumed_at_steps"}) {
     if (result.contains(key)) record[key] = result[key];
   }
   if (result.contains("timing")) record["timing"] = result["timing"];

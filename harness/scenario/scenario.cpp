@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -85,7 +86,8 @@ const std::vector<std::string>& scenario_top_keys() {
   return k;
 }
 const std::vector<std::string>& scenario_axes_keys() {
-  static const std::vector<std::string> k = {"patterns", "lengths", "tokens", "batch", "causal", "threads", "modes"};
+  static const std::vector<std::string> k = {"patterns", "lengths", "tokens", "batch", "causal", "threads", "modes",
+                                             "seeds"};
   return k;
 }
 const std::vector<std::string>& scenario_attention_keys() {
@@ -470,6 +472,16 @@ void validate_scenario(const json& doc, const std::string& file) {
   if (axes.contains("threads")) {
     const FieldSpec& threads = *find_config_field("threads");
     c.scalar_or_list(axes["threads"], "/axes/threads", [&](const json& v, const std::string& p) { c.field(threads, v, p); });
+  }
+  if (axes.contains("seeds")) {
+    if (kind != "train") c.fail("/axes/seeds", fmt::format("only used by kind \"train\" (timing kinds repeat instead), this is \"{}\"", kind));
+    if (doc.contains("seed")) c.fail("/axes/seeds", "give either /seed or /axes/seeds, not both");
+    const FieldSpec& seed = *find_config_field("seed");
+    std::set<int64_t> seen;
+    c.scalar_or_list(axes["seeds"], "/axes/seeds", [&](const json& v, const std::string& p) {
+      c.field(seed, v, p);
+      if (!seen.insert(v.get<int64_t>()).second) c.fail(p, fmt::format("seed {} appears twice", v.get<int64_t>()));
+    });
   }
   if (axes.contains("modes")) {
     c.scalar_or_list(axes["modes"], "/axes/modes",

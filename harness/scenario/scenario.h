@@ -71,7 +71,9 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 // One expanded configuration.
 struct Point {
   int64_t index = 0;
-  std::string id;  // stable key of the axis values, used by --resume
+  std::string id;         // stable key of the axis values, used by --resume
+  std::string config_id;  // the id without the seed: the same for every seed of one configuration
+  int64_t seed = 0;       // train: the seed this point trains with (/axes/seeds or /seed)
   std::string pattern;
   std::string label;      // display name: "bpt(k=4)", "dense [dense op]"
   std::string attention;  // graph | dense

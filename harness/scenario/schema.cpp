@@ -78,11 +78,15 @@ json scenario_schema() {
         {"batch", axis({{"type", "integer"}, {"minimum", 1}, {"maximum", int64_t{1} << 20}})},
         {"causal", axis({{"type", "boolean"}})},
         {"threads", axis(threads_item)},
-        {"modes", axis(modes_item)}}}};
+        {"modes", axis(modes_item)},
+        {"seeds", axis({{"type", "integer"}, {"minimum", 0}, {"maximum", int64_t{1} << 62}})}}}};
   axes["properties"]["batch"]["description"] = "Sequences per batch (default 1). Not with tokens; not for train.";
   axes["properties"]["causal"]["description"] = "Default false (train: true, and only true).";
   axes["properties"]["threads"]["description"] = threads.help + " (default 0).";
   axes["properties"]["modes"]["description"] = "Default forward; not for train.";
+  axes["properties"]["seeds"]["description"] =
+      "Only for train: every point runs once per seed (seeds outermost); a seed fixes the data order and the shared "
+      "initial weights, so patterns compare on paired runs. Not with /seed.";
   json pattern_entry = {
       {"type", "object"},
       {"required", {"name"}},

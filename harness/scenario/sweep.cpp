@@ -197,8 +197,9 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
 
   std::set<std::string> done;
   if (opt.overwrite && !opt.resume) {
-    for (const char* f : {"records.jsonl", "records.csv", "run.json"}) {
-      fs::remove(dir / f, ec);
+    // train/ too: a point finds its checkpoint there and would continue the replaced run's training.
+    for (const char* f : {"records.jsonl", "records.csv", "run.json", "train"}) {
+      fs::remove_all(dir / f, ec);
       if (ec) throw Error(fmt::format("--overwrite: cannot remove '{}': {}", (dir / f).string(), ec.message()));
     }
   }

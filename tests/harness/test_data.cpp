@@ -132,6 +132,34 @@ TEST(EvalWindows, LimitStopsEarly) {
   EXPECT_LT(scored, 4096 + 512);
 }
 
+// BPC by available context: every c scores the same targets once, each seeing between c - c/4 + 1 and c bytes.
+TEST(LensWindows, SameTargetsForEveryContextWithBoundedHistory) {
+  const sb::Split split{1000, 6000};
+  const int64_t history = 64, limit = 777;
+  for (int64_t c : {1, 2, 3, 16, 17, 64}) {
+    const auto windows = sb::lens_windows(split, history, c, limit);
+    std::vector<int> hits(static_cast<size_t>(split.size()), 0);
+    for (const auto& w : windows) {
+      EXPECT_EQ(w.len, c);
+      EXPECT_GE(w.start, split.begin);
+      for (int64_t t = w.score_from; t < w.len; ++t) {
+        const int64_t seen = t + 1;  // inputs start .. start + t
+        EXPECT_GE(seen, c - std::max<int64_t>(1, c / 4) + 1) << "c " << c;
+        EXPECT_LE(seen, c);
+        hits[static_cast<size_t>(w.start + t + 1 - split.begin)] += 1;
+      }
+    }
+    for (int64_t i = 0; i < split.size(); ++i) {
+      const bool scored = i >= history && i < history + limit;
+      EXPECT_EQ(hits[static_cast<size_t>(i)], scored ? 1 : 0) << "c " << c << " byte " << i;
+    }
+  }
+  EXPECT_TRUE(sb::lens_windows(split, 16, 32, limit).empty());  // c beyond the history it was promised
+  int64_t scored = 0;  // the split's end caps the targets
+  for (const auto& w : sb::lens_windows({0, 100}, 64, 16, 1000)) scored += w.len - w.score_from;
+  EXPECT_EQ(scored, 36);
+}
+
 TEST(SampleWindows, StayInsideTheSplit) {
   const std::string path = temp_path("ramp.bin");
   std::string bytes(2000, '\0');

@@ -1,5 +1,6 @@
 // LanguageModel tests: causality of every causal pattern (fp64, exact), overfitting a tiny batch,
 // the dense baseline against the dense pattern graph, and refusal of non-causal patterns.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -188,3 +189,41 @@ TEST(LanguageModel, OverfitsTinyBatchBpt) {
 }
 
 }  // namespace
+
+// Paired seeding: one seed gives two patterns' models the same value for every parameter they share (their relation
+// tables differ in size), whatever else was drawn before; another seed gives other values; linear layers stay in
+// LibTorch's U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+TEST(LanguageModel, ResetParametersPairsSharedWeightsAcrossPatterns) {
+  auto cfg_bpt = tiny_config("bpt", 32);
+  cfg_bpt.pattern_params = {{"k", 2}};
+  auto cfg_win = tiny_config("window", 32);
+  cfg_win.pattern_params = {{"w", 5}};
+  sb::LanguageModel a(cfg_bpt), b(cfg_win), c(cfg_bpt);
+  torch::randn({1000});  // global draws between the models change nothing
+  a->reset_parameters(11);
+  b->reset_parameters(11);
+  c->reset_parameters(12);
+  auto pb = b->named_parameters(), pc = c->named_parameters();
+  int shared = 0, differ_in_shape = 0;
+  for (const auto& item : a->named_parameters()) {
+    const torch::Tensor& x = item.value();
+    const torch::Tensor* y = pb.find(item.key());
+    ASSERT_NE(y, nullptr) << item.key();
+    if (x.sizes() != y->sizes()) {
+      ++differ_in_shape;
+      EXPECT_NE(item.key().find("rel_emb"), std::string::npos) << item.key();
+      continue;
+    }
+    ++shared;
+    EXPECT_TRUE(torch::equal(x, *y)) << item.key();
+    if (item.key().find("norm") == std::string::npos) {
+      EXPECT_FALSE(torch::equal(x, pc[item.key()])) << item.key() << " is the same under another seed";
+    }
+    if (item.key().find("layer0_ff1.weight") != std::string::npos) {
+      EXPECT_LE(x.abs().max().item<double>(), 1.0 / std::sqrt(16.0));
+      EXPECT_GT(x.abs().max().item<double>(), 0.8 / std::sqrt(16.0));
+    }
+  }
+  EXPECT_EQ(differ_in_shape, 2);  // one relation table per layer
+  EXPECT_GT(shared, 20);
+}

@@ -152,8 +152,11 @@ TEST(Train, ResumeReproducesUninterruptedRun) {
   EXPECT_LT(a.back()["loss"].get<double>(), a.front()["loss"].get<double>());  // it does learn
   EXPECT_NEAR(full["valid_bpc"].get<double>(), resumed["valid_bpc"].get<double>(), 1e-6);
   EXPECT_NEAR(full["test_bpc"].get<double>(), resumed["test_bpc"].get<double>(), 1e-6);
-  EXPECT_EQ(read_metrics(base + "/full", "eval").size(), 2u);  // steps 4 and 8
-  EXPECT_EQ(read_metrics(base + "/part", "eval").size(), 2u);
+  EXPECT_EQ(read_metrics(base + "/full", "eval").size(), 3u);  // steps 4, 8 and the last, 12
+  EXPECT_EQ(read_metrics(base + "/part", "eval").size(), 3u);
+  EXPECT_EQ(full["resumed_at_steps"], json::array());
+  EXPECT_EQ(resumed["resumed_at_steps"], json::array({5}));
+  EXPECT_EQ(full["context_lens"], resumed["context_lens"]);
   ASSERT_EQ(full["evals"].size(), resumed["evals"].size());
   for (size_t i = 0; i < full["evals"].size(); ++i) {
     EXPECT_EQ(full["evals"][i]["step"], resumed["evals"][i]["step"]);
@@ -257,3 +260,58 @@ TEST(Train, ProfileSplitsTheStepByOperator) {
 }
 
 }  // namespace
+
+// Paired runs: with one seed, two patterns train on identical batches (the digests of every step agree); another seed
+// draws other batches.
+TEST(Train, OneSeedGivesEveryPatternTheSameBatches) {
+  const std::string base = temp_dir("paired");
+  const std::string data = make_corpus(base);
+  auto digests = [&](const std::string& pattern, const std::string& param, int64_t seed, const std::string& out) {
+    auto c = tiny(data, base + "/" + out);
+    c.model.pattern = pattern;
+    c.model.pattern_params = sb::train_config_from_options({{"set", param}}).model.pattern_params;
+    c.seed = seed;
+    c.final_eval = false;
+    EXPECT_EQ(sb::train(c)["status"], "ok");
+    std::vector<std::string> out_digests;
+    for (const json& r : read_metrics(base + "/" + out, "train")) out_digests.push_back(r["batch_fnv"]);
+    return out_digests;
+  };
+  const auto bpt = digests("bpt", "k=2", 4, "bpt");
+  const auto window = digests("window", "w=3", 4, "window");
+  const auto other = digests("bpt", "k=2", 5, "other");
+  ASSERT_EQ(bpt.size(), 12u);
+  EXPECT_EQ(bpt, window);
+  for (size_t i = 0; i < bpt.size(); ++i) EXPECT_NE(bpt[i], other[i]) << "step " << i + 1;
+  sb::test::remove_tree(base);
+}
+
+// BPC by available context: recorded for 16 and the context (16 here: once), on the same bytes; seeing more context
+// cannot be much worse for a trained model, and the metrics log has the same figures.
+TEST(Train, ContextLensScoresTheSameBytesAtEveryContext) {
+  const std::string base = temp_dir("lens");
+  const std::string data = make_corpus(base);
+  auto c = tiny(data, base + "/run");
+  c.model.context = 64;
+  c.steps = 30;
+  c.lens_bytes = 500;
+  const json r = sb::train(c);
+  ASSERT_EQ(r["status"], "ok");
+  ASSERT_TRUE(r.contains("context_lens")) << r.dump();
+  const json& lens = r["context_lens"];
+  ASSERT_EQ(lens.size(), 2u) << lens.dump();  // c = 16 and c = 64 (64 and 256 exceed the context or repeat it)
+  EXPECT_EQ(lens[0]["context"], 16);
+  EXPECT_EQ(lens[1]["context"], 64);
+  for (const json& l : lens) {
+    EXPECT_EQ(l["bytes"], 500);
+    EXPECT_TRUE(std::isfinite(l["bpc"].get<double>()));
+    EXPECT_GT(l["bpc"].get<double>(), 0.0);
+  }
+  const auto logged = read_metrics(base + "/run", "lens");
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_EQ(logged[0]["context_lens"], lens);
+  c.lens_bytes = 0;
+  c.overwrite = true;
+  EXPECT_FALSE(sb::train(c).contains("context_lens"));
+  sb::test::remove_tree(base);
+}

@@ -46,6 +46,39 @@ TEST(Expand, CountsTheProductOfAxes) {
   EXPECT_EQ(pts[0].fingerprint, build_pattern("window", 16, false, {{"w", 4}}).fingerprint());
 }
 
+// Seeds are the outermost axis: every configuration once per seed, its config_id shared, its config seeded.
+TEST(Expand, SeedsAxisRepeatsEveryConfigurationPerSeed) {
+  const Scenario s = make(R"({"kind": "train", "axes": {"patterns": [{"name": "bpt", "k": 2},
+      {"name": "window", "w": [4, 8]}], "lengths": [64], "seeds": [7, 3]}})");
+  const std::vector<Point> pts = expand_scenario(s);
+  ASSERT_EQ(pts.size(), 6u);
+  std::set<std::string> ids, configs;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const Point& p = pts[i];
+    EXPECT_EQ(p.seed, i < 3 ? 7 : 3);
+    EXPECT_EQ(p.config.seed, p.seed);
+    EXPECT_EQ(p.id, p.config_id + "/seed=" + std::to_string(p.seed));
+    EXPECT_EQ(p.index, static_cast<int64_t>(i));
+    EXPECT_EQ(p.config_id, pts[i % 3].config_id);
+    EXPECT_EQ(p.label, pts[i % 3].label);
+    ids.insert(p.id);
+    configs.insert(p.config_id);
+  }
+  EXPECT_EQ(ids.size(), 6u);
+  EXPECT_EQ(configs.size(), 3u);
+  const json r = point_to_json(s, pts[4]);
+  EXPECT_EQ(r["seed"], 3);
+  EXPECT_EQ(r["config_id"], pts[1].config_id);
+  // Without the axis: ids unchanged (earlier runs still resume), the scenario's seed recorded.
+  const auto plain = expand_scenario(make(R"({"kind": "train", "seed": 9, "axes": {"patterns": [{"name": "bpt"}],
+      "lengths": [64]}})"));
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].id, plain[0].config_id);
+  EXPECT_EQ(plain[0].id.find("seed"), std::string::npos);
+  EXPECT_EQ(plain[0].seed, 9);
+  EXPECT_EQ(plain[0].config.seed, 9);
+}
+
 TEST(Expand, BatchIsAtLeastOne) {
   const Scenario s = make(R"({"kind": "attention", "axes": {"patterns": [{"name": "dense"}],
       "lengths": [8, 100], "tokens": 64}})");

@@ -208,6 +208,18 @@ TEST(Validate, DegreeEntries) {
   EXPECT_EQ(error_of_doc(d), "fig7.json: /axes/patterns/1/solve: pattern window has no parameter 'k'; its parameters: w");
 }
 
+TEST(Validate, SeedsAxis) {
+  const std::string train = R"({"kind": "train", "axes": {"patterns": [{"name": "bpt"}], "lengths": [64], "seeds": )";
+  EXPECT_EQ(error_of(train + "[1, 2]}}"), "");
+  EXPECT_EQ(error_of(train + "[1, 2, 1]}}"), "fig7.json: /axes/seeds/2: seed 1 appears twice");
+  EXPECT_EQ(error_of(train + "[]}}"), "fig7.json: /axes/seeds: expected a non-empty array");
+  EXPECT_EQ(error_of(train + "[-1]}}"), "fig7.json: /axes/seeds/0: expected an integer >= 0, got -1");
+  EXPECT_EQ(error_of(R"({"kind": "train", "seed": 4, "axes": {"patterns": [{"name": "bpt"}], "lengths": [64],
+      "seeds": [1]}})"), "fig7.json: /axes/seeds: give either /seed or /axes/seeds, not both");
+  EXPECT_EQ(error_of(R"({"kind": "attention", "axes": {"patterns": [{"name": "bpt"}], "lengths": [64], "seeds": [1]}})"),
+            "fig7.json: /axes/seeds: only used by kind \"train\" (timing kinds repeat instead), this is \"attention\"");
+}
+
 TEST(Validate, NameMustBeADirectoryName) {
   json d = base();
   d["name"] = "../up";

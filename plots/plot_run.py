@@ -10,11 +10,16 @@ saved in RUN_DIR (e.g. `sparsebench bench kernels --benchmark_format=json > RUN_
 Draws what the records contain, as PNG and SVG under RUN_DIR/plots/:
   throughput_vs_length  tokens/s vs sequence length (BPT paper Fig. 7)
   memory_vs_length      peak and analytic memory vs sequence length (Fig. 6)
-  degree_vs_bpc         test BPC vs mean token in-degree (Fig. 5)
-  context_vs_bpc        test BPC vs context length (Table 4)
+  degree_vs_bpc         test BPC vs mean token in-degree (Fig. 5), means over seeds with 95% CI bars,
+                        matched-degree pairs joined by a dotted line
+  context_vs_bpc        test BPC vs context length (Table 4), means over seeds with 95% CI bars
+  learning_curves       one panel per configuration: every seed's valid evaluations, the 80%-of-steps mark
+  context_lens          valid BPC vs the context each scored byte may see, one line per configuration
   gemm_fraction         attention FLOP rate as a fraction of a large fp32 GEMM
   graph_<pattern...>    token x node adjacency at n=64, sources coloured by node kind
-and writes RUN_DIR/report.md with the tables.
+and writes RUN_DIR/report.md with the tables. Train records (one row per seed) are grouped by configuration
+(plots/seed_groups.py, statistics in plots/stats.py); RUN_DIR/stats.json holds each group's mean, sd and 95%
+interval over seeds and the paired comparisons with their verdicts against the paper's claims.
 """
 import glob
 import json
@@ -28,6 +33,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
+
+import seed_groups  # noqa: E402  (beside this file)
+import stats  # noqa: E402
 
 MIB = 1024.0 * 1024.0
 # Up to 20 series stay distinguishable: tab20 colours with alternating markers.
@@ -102,8 +110,8 @@ def shared_legend(fig, axes):
     fig.tight_layout()
 
 
-def panels(n):
-    cols = min(2, n)
+def panels(n, cols=2):
+    cols = min(cols, n)
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.2 * rows), squeeze=False)
     for ax in axes.flat[n:]:
@@ -163,54 +171,127 @@ def plot_memory(ok, out_dir, written):
     save(fig, out_dir, "memory_vs_length", written)
 
 
-def bpc_of(r):
-    for key in ("test_bpc", "valid_bpc"):
-        if isinstance(r.get(key), (int, float)):
-            return r[key], key
-    return None, None
+def draw_means(ax, xs, summaries, label, marker="o"):
+    """A line through the means; 95% CI bars where n >= 2, hollow markers where one seed gives no interval."""
+    several = [i for i, s in enumerate(summaries) if s["n"] > 1]
+    line = ax.plot(xs, [s["mean"] for s in summaries], marker=marker, ms=4, markevery=several, label=label)[0]
+    colour = line.get_color()
+    bars = [(x, s) for x, s in zip(xs, summaries) if s["half_width"] is not None]
+    if bars:
+        ax.errorbar([b[0] for b in bars], [b[1]["mean"] for b in bars], yerr=[b[1]["half_width"] for b in bars],
+                    fmt="none", ecolor=colour, capsize=3, lw=1)
+    single = [(x, s) for x, s in zip(xs, summaries) if s["n"] == 1]
+    if single:
+        ax.plot([p[0] for p in single], [p[1]["mean"] for p in single], ls="none", marker=marker, ms=6,
+                mfc="white", mec=colour)
+    return colour
 
 
-def plot_degree_bpc(train, out_dir, written):
-    pts = defaultdict(list)
-    for r in train:
-        bpc, _ = bpc_of(r)
-        if bpc is not None:
-            pts[(r["pattern"], r["length"])].append((r.get("degree", 0.0), bpc, r))
-    pts = {k: v for k, v in pts.items() if len({p[0] for p in v}) > 1 or len(pts) > 1}
-    if not pts:
-        return
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for (pattern, length), v in sorted(pts.items()):
-        v.sort(key=lambda t: t[0])
-        ax.plot([p[0] for p in v], [p[1] for p in v], marker="o", label=f"{pattern} (context {length})")
+MEANS_NOTE = "mean over seeds; bars: 95% CI (Student t); hollow: one seed, no interval"
+
+
+def finish_means(fig, ax, xlabel, ylabel, title, name, out_dir, written):
+    """Axes, title and legend of a figure of means over seeds against a power-of-two axis, then saved."""
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("mean token in-degree")
-    ax.set_ylabel("BPC (test; valid where no test)")
-    ax.set_title("Degree vs BPC")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}\n({MEANS_NOTE})", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    save(fig, out_dir, "degree_vs_bpc", written)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    save(fig, out_dir, name, written)
 
 
-def plot_context_bpc(train, out_dir, written):
-    pts = defaultdict(list)
-    for r in train:
-        bpc, _ = bpc_of(r)
-        if bpc is not None:
-            pts[r.get("label", r["pattern"])].append((r["length"], bpc))
-    pts = {k: sorted(v) for k, v in pts.items() if len({p[0] for p in v}) > 1}
-    if not pts:
+def metric_name(groups):
+    used = {g["metric"] for g in groups}
+    if len(used) == 1:
+        return used.pop().replace("_bpc", " BPC")
+    return "BPC (test; valid where no test)"
+
+
+def plot_degree_bpc(groups, comps, out_dir, written):
+    groups = [g for g in groups if g["metric"] and g["degree"]]
+    if len(groups) < 2:
         return
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for label, v in sorted(pts.items()):
-        ax.plot([p[0] for p in v], [p[1] for p in v], marker="o", label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("context length")
-    ax.set_ylabel("BPC (test; valid where no test)")
-    ax.set_title("Context length vs BPC")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    save(fig, out_dir, "context_vs_bpc", written)
+    lines = defaultdict(list)
+    for g in groups:
+        lines[(str(g["pattern"]), g["length"], g["causal"])].append(g)
+    both = len({g["causal"] for g in groups}) > 1
+    fig, ax = plt.subplots(figsize=(7.0, 4.8))
+    for i, ((pattern, length, causal), gs) in enumerate(sorted(lines.items())):
+        gs.sort(key=lambda g: g["degree"])
+        suffix = (", causal" if causal else ", bidirectional") if both else ""
+        draw_means(ax, [g["degree"] for g in gs], [g[g["metric"]] for g in gs],
+                   f"{pattern} (context {length}{suffix})", "os^vDP"[i % 6])
+    pairs = [c for c in comps if c["kind"] == "matched_degree" and c["metric"]]
+    by_id = {g["config_id"]: g for g in groups}
+    for k, c in enumerate(pairs):
+        a, b = by_id.get(c["baseline"]["config_id"]), by_id.get(c["other"]["config_id"])
+        if a and b:
+            ax.plot([a["degree"], b["degree"]], [a[a["metric"]]["mean"], b[b["metric"]]["mean"]], ls=":", lw=1,
+                    color="0.4", label="matched-degree pair" if k == 0 else None)
+    finish_means(fig, ax, "mean token in-degree", metric_name(groups), "Degree vs BPC", "degree_vs_bpc", out_dir,
+                 written)
+
+
+def plot_context_bpc(groups, out_dir, written):
+    lines = defaultdict(list)
+    for g in groups:
+        if g["metric"] and isinstance(g["length"], int):
+            lines[(str(g["label"]), g["causal"])].append(g)
+    lines = {k: sorted(v, key=lambda g: g["length"]) for k, v in lines.items() if len({g["length"] for g in v}) > 1}
+    if not lines:
+        return
+    both = len({k[1] for k in lines}) > 1
+    fig, ax = plt.subplots(figsize=(7.0, 4.8))
+    for i, ((label, causal), gs) in enumerate(sorted(lines.items())):
+        suffix = (" causal" if causal else " bidirectional") if both else ""
+        draw_means(ax, [g["length"] for g in gs], [g[g["metric"]] for g in gs], label + suffix, "os^vDP"[i % 6])
+    finish_means(fig, ax, "context length", metric_name([g for gs in lines.values() for g in gs]),
+                 "Context length vs BPC", "context_vs_bpc", out_dir, written)
+
+
+def plot_learning_curves(groups, records, out_dir, written):
+    """One panel per group: every seed's valid evaluations, and the mark after which flattening is judged."""
+    rows = seed_groups.train_rows(records)
+    curves = []
+    for g in groups:
+        ok = [r for r in rows[g["config_id"]] if r.get("status") == "ok"]
+        per_seed = [(seed_groups.seed_of(r), stats.valid_curve(r.get("evals")), r.get("steps")) for r in ok]
+        per_seed = [c for c in per_seed if c[1]]
+        if per_seed:
+            curves.append((g, per_seed))
+    if not curves:
+        return
+    fig, axes = panels(len(curves), cols=3)
+    for ax, (g, per_seed) in zip(axes, curves):
+        for seed, pts, _ in per_seed:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", ms=3, lw=1,
+                    label=f"seed {seed}" if seed is not None else "one run")
+        steps = [s for _, _, s in per_seed if seed_groups.number(s)]
+        if steps:
+            ax.axvline(stats.FLAT_FRACTION * max(steps), color="0.5", ls="--", lw=0.8,
+                       label=f"{stats.FLAT_FRACTION:.0%} of steps")
+        flat = g["flattened"]
+        ax.set_title(f"{g['label']}, context {g['length']}: flattened {flat['count']}/{flat['of']}", fontsize=8)
+        ax.set_xlabel("step")
+        ax.set_ylabel("valid BPC")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle(f"Learning curves (flattened: less than {stats.FLAT_THRESHOLD} BPC gained after the mark)")
+    fig.tight_layout()
+    save(fig, out_dir, "learning_curves", written)
+
+
+def plot_context_lens(groups, out_dir, written):
+    lensed = [g for g in groups if g["context_lens"]]
+    if not lensed:
+        return
+    fig, ax = plt.subplots(figsize=(7.0, 4.8))
+    for i, g in enumerate(lensed):
+        cl = g["context_lens"]
+        draw_means(ax, [e["context"] for e in cl], cl, f"{g['label']} (context {g['length']})", "os^vDP"[i % 6])
+    finish_means(fig, ax, "bytes of context each scored byte may see", "valid BPC", "BPC vs available context",
+                 "context_lens", out_dir, written)
 
 
 def bench_rows(run_dir):
@@ -308,7 +389,67 @@ def fmt_mib(v):
     return f"{v / MIB:.1f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
 
 
-def write_report(run_dir, run, records, problems, written, gemm_source):
+def fmt_num(v, f="{:.4f}"):
+    return f.format(v) if seed_groups.number(v) is not None else "-"
+
+
+def fmt_mean_sd(s):
+    if not s["n"]:
+        return "-"
+    return fmt_num(s["mean"]) + (f" ± {fmt_num(s['sd'])}" if s["sd"] is not None else " (1 seed)")
+
+
+def fmt_ci(ci, n):
+    if ci is None:
+        return "none (1 seed)" if n == 1 else "none (no seeds)" if n == 0 else "-"
+    return f"[{fmt_num(ci[0])}, {fmt_num(ci[1])}]"
+
+
+def fmt_seeds(g):
+    seeds = ", ".join("seed not recorded" if s is None else str(s) for s in g["seeds"])
+    lost = ", ".join(x["status"] if x["seed"] is None else f"seed {x['seed']} {x['status']}" for x in g["not_ok"])
+    return f"{g['n']} ({seeds}{'; ' + lost if lost else ''})"
+
+
+def quality_section(groups):
+    lines = ["## Quality over seeds", "",
+             "Mean ± sample sd over seeds and the two-sided 95% Student-t interval of the mean (none with one seed). "
+             f"Lens drop: valid BPC with {seed_groups.LENS_SHORT} bytes of context minus with the whole context. "
+             f"Flattened: runs whose valid BPC gained less than {stats.FLAT_THRESHOLD} after "
+             f"{stats.FLAT_FRACTION:.0%} of their steps, of those with evaluations on both sides.", "",
+             "| label | context | degree | seeds | test BPC | 95% CI | valid BPC | lens drop | flattened |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for g in groups:
+        target = f" (target {fmt_num(g['degree_target'], '{:.1f}')})" if g["degree_target"] is not None else ""
+        flat = f"{g['flattened']['count']}/{g['flattened']['of']}" if g["flattened"]["of"] else "-"
+        lines.append(f"| {g['label']} | {g['length']} | {fmt_num(g['degree'], '{:.1f}')}{target} | {fmt_seeds(g)} | "
+                     f"{fmt_mean_sd(g['test_bpc'])} | {fmt_ci(g['test_bpc']['ci95'], g['test_bpc']['n'])} | "
+                     f"{fmt_mean_sd(g['valid_bpc'])} | {fmt_mean_sd(g['lens_drop'])} | "
+                     f"{flat} |")
+    return lines + [""]
+
+
+def comparison_section(comps):
+    lines = ["## Paired comparisons", "",
+             "Difference = other − baseline, paired by seed over the seeds both have, on test BPC (valid where no "
+             "test); verdict: supports when the 95% interval excludes zero on the side the paper predicts, "
+             "contradicts when it excludes zero on the other side, unresolved otherwise or with fewer than 2 seeds.",
+             "", "| comparison | baseline | other | context | degree (other / baseline) | metric | n | mean diff | "
+                 "95% CI | paper | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in comps:
+        a, b = c["baseline"], c["other"]
+        context = a["length"] if a["length"] == b["length"] else f"{a['length']} → {b['length']}"
+        degrees = f"{fmt_num(b['degree'], '{:.1f}')} / {fmt_num(a['degree'], '{:.1f}')}"
+        if "degree_ratio" in c:
+            degrees += f" ({c['degree_ratio']:.2f}x)"
+        lines.append(f"| {c['kind'].replace('_', ' ')} ({c['pair']}) | {a['label']} | {b['label']} | {context} | "
+                     f"{degrees} | {c['metric'] or '-'} | {c['n']} | {fmt_num(c['mean'], '{:+.4f}')} | "
+                     f"{fmt_ci(c['ci95'], c['n'])} | {c['paper']} | **{c['verdict']}** |")
+    return lines + [""]
+
+
+def write_report(run_dir, run, records, problems, written, gemm_source, groups, comps):
     lines = [f"# {run.get('scenario_name', os.path.basename(os.path.abspath(run_dir)))}", ""]
     if run.get("scenario", {}).get("description"):
         lines += [run["scenario"]["description"], ""]
@@ -343,8 +484,9 @@ def write_report(run_dir, run, records, problems, written, gemm_source):
     train = [r for r in records if r.get("kind") == "train"]
     if train:
         lines += ["## Training runs", "",
-                  "| label | context | degree | degree target | steps | valid BPC | test BPC | tokens/s | status |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| label | context | seed | degree | degree target | steps | valid BPC | test BPC | tokens/s "
+                  "| status |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in train:
             def num(k, f="{:.4f}"):
                 v = r.get(k)
@@ -352,10 +494,14 @@ def write_report(run_dir, run, records, problems, written, gemm_source):
             status = r.get("status", "?")
             if status != "ok":
                 status += f": {r.get('reason', '')}"
-            lines.append(f"| {r.get('label')} | {r.get('length')} | {num('degree', '{:.1f}')} | "
+            lines.append(f"| {r.get('label')} | {r.get('length')} | {num('seed', '{}')} | {num('degree', '{:.1f}')} | "
                          f"{num('degree_target', '{:.1f}')} | {num('steps', '{}')} | {num('valid_bpc')} | "
                          f"{num('test_bpc')} | {num('tokens_per_s', '{:.0f}')} | {status.replace('|', '/')} |")
         lines.append("")
+    if groups:
+        lines += quality_section(groups)
+    if comps:
+        lines += comparison_section(comps)
     if written:
         lines += ["## Figures", ""]
         if gemm_source:
@@ -363,6 +509,15 @@ def write_report(run_dir, run, records, problems, written, gemm_source):
         lines += [f"![{name}](plots/{name}.png)" for name in written] + [""]
     with open(os.path.join(run_dir, "report.md"), "w") as f:
         f.write("\n".join(lines))
+
+
+def write_json(path, doc):
+    """Written whole to a temporary file and renamed, so a crash never leaves half a summary."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 def main(argv):
@@ -385,15 +540,20 @@ def main(argv):
     out_dir = os.path.join(run_dir, "plots")
     os.makedirs(out_dir, exist_ok=True)
     ok = [r for r in records if r.get("status") == "ok"]
-    train = [r for r in ok if r.get("kind") == "train"]
+    groups = seed_groups.group_train(records, lambda msg: print(f"warning: {msg}", file=sys.stderr))
+    comps = seed_groups.comparisons(groups)
+    if groups:
+        write_json(os.path.join(run_dir, "stats.json"), seed_groups.stats_document(groups, comps))
     written = []
     plot_throughput(ok, out_dir, written)
     plot_memory(ok, out_dir, written)
-    plot_degree_bpc(train, out_dir, written)
-    plot_context_bpc(train, out_dir, written)
+    plot_degree_bpc(groups, comps, out_dir, written)
+    plot_context_bpc(groups, out_dir, written)
+    plot_learning_curves(groups, records, out_dir, written)
+    plot_context_lens(groups, out_dir, written)
     gemm_source = plot_gemm_fraction(ok, run_dir, out_dir, written)
     plot_graphs(run_dir, out_dir, written)
-    write_report(run_dir, run, records, problems, written, gemm_source)
+    write_report(run_dir, run, records, problems, written, gemm_source, groups, comps)
     print(f"plots: {len(written)} figures (PNG and SVG) in {out_dir}; report {os.path.join(run_dir, 'report.md')}")
     return 0
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Plot smoke test: runs plots/plot_run.py on a copy of the committed run directory tests/scenarios/data/run
-# and checks that every figure its records call for exists as PNG and SVG, that report.md has its tables,
-# and that the truncated last line of records.jsonl is reported. Exit 77 (skip) without python3 + matplotlib.
+# and checks that every figure its records call for exists as PNG and SVG, that report.md has its tables (records
+# without seeds summarized as one seed each), that stats.json is written, and that the truncated last line of
+# records.jsonl is reported. Exit 77 (skip) without python3 + matplotlib.
 # usage: tests/scenarios/plot_smoke.sh SOURCE_DIR WORK_DIR
 set -euo pipefail
 src="$1"
@@ -34,9 +35,12 @@ if [[ "$pictures" -ne "$graphs" || "$graphs" -eq 0 ]]; then
   echo "expected one picture per graph export: $graphs exports, $pictures pictures"
   fail=1
 fi
-for heading in "## Throughput and memory" "## Training runs" "## Figures"; do
+for heading in "## Throughput and memory" "## Training runs" "## Quality over seeds" "## Paired comparisons" "## Figures"; do
   grep -qF "$heading" "$work/run/report.md" || { echo "report.md lacks '$heading'"; fail=1; }
 done
+# Records without seeds are one seed each: no interval is made up for them.
+grep -qF "| 8.0125 (1 seed) | none (1 seed) |" "$work/run/report.md" || { echo "report.md: one-seed groups"; fail=1; }
+[[ -s "$work/run/stats.json" ]] || { echo "missing: stats.json"; fail=1; }
 grep -q "truncated last line ignored" "$work/stderr.txt" || { echo "the truncated last line was not reported"; fail=1; }
 [[ $fail -eq 0 ]] && echo "plot smoke test: ok ($pictures graph pictures)"
 exit $fail

@@ -1,0 +1,163 @@
+# stats.py: statistics over seeds in pure Python: mean, sd, Student-t 95% intervals, paired differences, verdicts.
+"""Statistics over training seeds, in pure Python (no numpy or scipy).
+
+  mean(xs), sample_sd(xs)            sd with n - 1 (None for fewer than two values)
+  t_cdf(t, df), t_quantile(p, df)    Student's t, through the regularized incomplete beta function
+  summary(xs)                        n, mean, sd and the two-sided 95% t interval (None for n < 2)
+  paired_difference(x, y)            x - y over the seeds both have, summarized as above
+  verdict(ci_low, ci_high, sign)     "supports" / "contradicts" / "unresolved" for a predicted sign
+  flattened(evals, steps)            whether a run's valid BPC still improved over its last 20% of steps
+
+An interval is never made up: with one value there is none, and a verdict needs one.
+"""
+import math
+
+CONFIDENCE = 0.95
+FLAT_FRACTION = 0.8  # the learning curve is judged over the steps after this fraction of the run
+FLAT_THRESHOLD = 0.03  # BPC gained over that last stretch below which a run counts as flattened
+
+
+def mean(xs):
+    xs = list(xs)
+    if not xs:
+        raise ValueError("mean: no values")
+    return math.fsum(xs) / len(xs)
+
+
+def sample_sd(xs):
+    """Sample standard deviation (n - 1 in the denominator); None for fewer than two values."""
+    xs = list(xs)
+    if len(xs) < 2:
+        return None
+    m = mean(xs)
+    return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _beta_fraction(a, b, x):
+    """Continued fraction of the incomplete beta function (modified Lentz); converges for x < (a+1)/(a+b+2)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    # Convergence takes about sqrt(max(a, b)) terms: large degrees of freedom need many.
+    for m in range(1, 100000):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            return h
+    raise ArithmeticError(f"incomplete beta: no convergence for a={a}, b={b}, x={x}")
+
+
+def betainc(a, b, x):
+    """Regularized incomplete beta function I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"betainc: x must lie in [0, 1], got {x}")
+    if x in (0.0, 1.0):
+        return x
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_cdf(t, df):
+    """P(T <= t) for Student's t with df > 0 degrees of freedom."""
+    if not df > 0:
+        raise ValueError(f"t_cdf: df must be > 0, got {df}")
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))  # P(T > |t|)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p, df):
+    """The t with t_cdf(t, df) = p, by bisection (to about 1e-12 relative)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"t_quantile: p must lie in (0, 1), got {p}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-12 * hi:
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def summary(xs):
+    """{"n", "mean", "sd", "ci95": [low, high] or None, "half_width"}: the Student-t interval needs n >= 2."""
+    xs = list(xs)
+    out = {"n": len(xs), "mean": mean(xs) if xs else None, "sd": sample_sd(xs), "ci95": None, "half_width": None}
+    if out["sd"] is not None:
+        half = t_quantile(0.5 + CONFIDENCE / 2.0, len(xs) - 1) * out["sd"] / math.sqrt(len(xs))
+        out["ci95"] = [out["mean"] - half, out["mean"] + half]
+        out["half_width"] = half
+    return out
+
+
+def _by_seed(values):
+    return dict(values.items() if hasattr(values, "items") else values)
+
+
+def paired_difference(x, y):
+    """x - y seed by seed over the seeds both have (x, y: {seed: value} or [(seed, value)]).
+
+    Returns summary() of the differences plus "seeds" (paired, sorted) and "dropped_seeds" (in one only)."""
+    x, y = _by_seed(x), _by_seed(y)
+    seeds = sorted(set(x) & set(y), key=_seed_order)
+    out = summary([x[s] - y[s] for s in seeds])
+    out["seeds"] = seeds
+    out["dropped_seeds"] = sorted(set(x) ^ set(y), key=_seed_order)
+    return out
+
+
+def _seed_order(seed):
+    return (seed is not None, seed if isinstance(seed, (int, float)) else str(seed))
+
+
+def verdict(ci_low, ci_high, paper_sign):
+    """What a 95% interval of a difference says about a predicted sign (paper_sign > 0: difference > 0).
+
+    "supports" when the interval lies wholly on the predicted side of zero, "contradicts" when wholly on the
+    other side, "unresolved" when it contains zero or there is no interval (fewer than two seeds)."""
+    if ci_low is None or ci_high is None:
+        return "unresolved"
+    if paper_sign == 0:
+        raise ValueError("verdict: paper_sign must be positive or negative, got 0")
+    if ci_low > 0.0:
+        return "supports" if paper_sign > 0 else "contradicts"
+    if ci_high < 0.0:
+        return "supports" if paper_sign < 0 else "contradicts"
+    return "unresolved"
+
+
+def flattened(evals, steps):
+    """(improvement, flattened) of one run's valid evaluations, or None with too few of them.
+
+    improvement: valid BPC at the last evaluation at or before FLAT_FRACTION of `steps` minus the last
+    evaluation's BPC; flattened when it is below FLAT_THRESHOLD (the run had stopped learning much)."""
+    if not is_number(steps) or steps <= 0:
+        return None
+    curve = valid_curve(evals)
+    early = [c for c in curve if c[0] <= FLAT_FRACTION * steps]
+    if not early or early[-1][0] >= curve[-1][0]:
+        return None
+    improvement = early[-1][1] - curve[-1][1]
+    return improvement, improvement < FLAT_THRESHOLD
+
+
+def valid_curve(evals):
+    """[(step, bpc)] of a record's valid evaluations, by step (entries without both numbers are left out)."""
+    return sorted((e["step"], e["bpc"]) for e in evals or [] if isinstance(e, dict) and
+                  e.get("split", "valid") == "valid" and is_number(e.get("step")) and is_number(e.get("bpc")))
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

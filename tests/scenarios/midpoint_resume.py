@@ -13,13 +13,13 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
 from sbtest import Failure, run, text_data, write  # noqa: E402
 
-STEPS = 60
+STEPS = 200
 
 
 def scenario(data):
     return {"name": "midpoint", "kind": "train",
             "model": {"layers": 1, "dim": 16, "ffn": 32, "heads": 2},
-            "train": {"steps": STEPS, "batch": 2, "eval_every": 20, "eval_bytes": 2048, "checkpoint_every": 10, "log_every": 1,
+            "train": {"steps": STEPS, "batch": 2, "eval_every": 50, "eval_bytes": 2048, "checkpoint_every": 10, "log_every": 1,
                       "lens_bytes": 1024, "data": data},
             "axes": {"patterns": [{"name": "bpt", "k": 2}, {"name": "window", "w": 4}], "lengths": [32],
                      "threads": 1, "seeds": [5, 6]}}
@@ -80,7 +80,7 @@ def main(binary, work):
     p1 = next(r for r in resumed.values() if r["index"] == 1)
     at = p1.get("resumed_at_steps") or []
     if len(at) != 1 or not (10 <= at[0] < STEPS) or at[0] % 10 != 0:
-        raise Failure(f"point 1 should record one resume at a checkpoint step (10..50), got {at}")
+        raise Failure(f"point 1 should record one resume at a checkpoint step, got {at}")
     for pid, w in whole.items():
         r = resumed[pid]
         for key in ("final_loss", "valid_bpc", "test_bpc"):

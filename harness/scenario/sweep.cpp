@@ -171,8 +171,10 @@ void print_points(const Scenario& s, const std::vector<Point>& points) {
     skipped += skip;
     std::string degree = fmt::format("{:.1f}", p.stats.token_in_degree_mean);
     if (p.degree_target) degree = fmt::format("{:.1f}->{}", *p.degree_target, degree);
+    // A seeded training point shows its seed beside its mode.
+    const std::string mode = p.id == p.config_id ? p.mode : fmt::format("{} seed={}", p.mode, p.seed);
     fmt::print("{:>5}  {:<28} {:>7} {:>6} {:>6} {:>4} {:<16} {:>9} {:>9.1f}Mi  {}\n", p.index, p.label, p.length,
-               p.batch, p.causal ? "yes" : "no", p.threads, p.mode, degree,
+               p.batch, p.causal ? "yes" : "no", p.threads, mode, degree,
                static_cast<double>(p.analytic_bytes) / (1024.0 * 1024.0), skip ? "skip: " + p.skip_reason : "run");
   }
   // A training point is one run of the trainer: repeats and warm-up do not apply.

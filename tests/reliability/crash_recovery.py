@@ -87,6 +87,7 @@ def sweep(b, work, rng, log):
                 raise Failure(f"point {r['point']} recorded twice after {kills} kills ({log})")
             r = strip(r)
             r.pop("train_dir", None)
+            r.pop("resumed_at_steps", None)  # where a killed point continued: history, not outcome
             out[r["point"]] = r
         return out
     a, c = records(ref), records(cut)

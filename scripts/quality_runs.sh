@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs, or continues where it stopped, the seeded quality sweeps (Figure 5, then Table 4) into results/, N points at
+# a time, and draws their plots and reports. Safe to kill and rerun: finished points are kept, an interrupted one
+# continues from its last checkpoint.
+# usage: bash scripts/quality_runs.sh [--jobs N (2)] [--only fig5_degree_bpc|table4_context] [-- extra `run` arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${SPARSEBENCH:-build/harness/sparsebench}
+jobs=2
+only=""
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --jobs) jobs="$2"; shift ;;
+    --only) only="$2"; shift ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "quality_runs.sh: unknown option $1 (expected --jobs N, --only NAME, -- run arguments)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -x "$bin" ] || { echo "quality_runs.sh: $bin not found; build first (bash scripts/setup.sh --no-run)" >&2; exit 2; }
+for name in fig5_degree_bpc table4_context; do
+  [ -n "$only" ] && [ "$only" != "$name" ] && continue
+  out=results/$name/cpu-2core-seeds
+  resume=()
+  [ -f "$out/run.json" ] && resume=(--resume)
+  "$bin" run "scenarios/$name.json" --out "$out" --jobs "$jobs" --no-plot "${resume[@]}" "${extra[@]}"
+  "$bin" plot "$out"
+done

@@ -403,7 +403,9 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
 
 int64_t point_threads(const Point& p, int64_t jobs, int64_t cpu_budget) {
   if (p.threads > 0) return p.threads;
-  return std::max<int64_t>(1, cpu_budget / std::max<int64_t>(1, jobs));
+  // A data-parallel training point runs nproc ranks, and threads are per rank: they split the point's share.
+  const int64_t ranks = std::max<int64_t>(1, p.config.nproc);
+  return std::max<int64_t>(1, cpu_budget / std::max<int64_t>(1, jobs) / ranks);
 }
 
 std::string point_scenario_path(const std::string& run_dir) {

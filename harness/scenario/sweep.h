@@ -46,7 +46,7 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
                        const MeasureFn& measure);
 
 // The threads a point runs with when `jobs` points share `cpu_budget` CPUs: its own threads axis value when set,
-// else an equal share (at least 1).
+// else an equal share (at least 1), split between the ranks of a data-parallel training point (threads per rank).
 int64_t point_threads(const Point& p, int64_t jobs, int64_t cpu_budget);
 
 // Files of the point processes under a run directory: the scenario they expand (written by run_sweep), each point's

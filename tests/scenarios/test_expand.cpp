@@ -5,6 +5,7 @@
 #include <set>
 
 #include "harness/scenario/scenario.h"
+#include "harness/scenario/sweep.h"
 #include "common/error.h"
 
 using namespace sb;
@@ -205,4 +206,18 @@ TEST(Expand, ModelAnalyticMemoryGrowsWithBackward) {
   const auto pts = expand_scenario(s);
   EXPECT_GT(pts[1].analytic_bytes, pts[0].analytic_bytes);
   EXPECT_EQ(pts[0].batch, 4);
+}
+
+// Threads of a point under --jobs: its own axis value, else an equal share of the CPUs, split between the ranks of
+// a data-parallel training point (so `nproc` x `--jobs` never asks for more threads than there are CPUs).
+TEST(Expand, PointThreadsShareTheCpusBetweenJobsAndRanks) {
+  auto pts = expand_scenario(make(R"({"kind": "train", "train": {"nproc": 2}, "axes": {"patterns": [{"name": "bpt"}],
+      "lengths": [64], "threads": [0, 3]}})"));
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0].config.nproc, 2);
+  EXPECT_EQ(point_threads(pts[0], 2, 8), 2);  // 8 CPUs, 2 jobs, 2 ranks each
+  EXPECT_EQ(point_threads(pts[0], 2, 2), 1);  // never below one
+  EXPECT_EQ(point_threads(pts[1], 2, 8), 3);  // the threads axis wins
+  pts[0].config.nproc = 1;
+  EXPECT_EQ(point_threads(pts[0], 2, 8), 4);
 }

@@ -38,7 +38,7 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DSB_CUDA=OFF "${launcher[
 if [ "$focus" -eq 1 ]; then
   targets=(sparsebench test_harness test_scenarios test_scenario_run test_reliability)
   cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
-  select=(-R '^(Data|Model|Train|Trainer|Validate|Expand|Records|Run|Sweep|JsonGuard|DurableFile|Paths|RunConfig|reliability_)')
+  select=(-R '^(Data|Enwik8|EvalWindows|LensWindows|SampleWindows|Sha256|Model|LanguageModel|FastDropout|Train|Checkpoint|Validate|Expand|Skips|EqualDegree|ShippedScenarios|Override|ConfigFields|Records|Run|Sweep|Merge|Shard|BadInput|JsonGuard|DurableFile|Paths|RunConfig|reliability_|scenarios_midpoint_resume|scenarios_parallel_sweep)')
 else
   cmake --build "$build_dir" -j"$jobs"
   select=()

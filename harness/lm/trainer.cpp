@@ -151,7 +151,9 @@ void truncate_metrics(const std::string& path, int64_t step) {
     if (line.empty()) continue;
     json r = json::parse(line, nullptr, false);
     if (r.is_discarded()) continue;  // a line cut short by a crash
-    if (r.value("step", int64_t{0}) <= step && r.value("kind", "") != "final") kept += line + '\n';
+    // The end-of-run lines (final evaluation, context lens) are written again by the resumed run.
+    const std::string kind = r.value("kind", "");
+    if (r.value("step", int64_t{0}) <= step && kind != "final" && kind != "lens") kept += line + '\n';
   }
   in.close();
   write_file_atomic(path, kept);

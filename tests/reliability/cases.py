@@ -146,14 +146,21 @@ def write_errors_stop_the_run(w):
 def resume_after_final_checkpoint(w):
     w.train("fin", "--steps", "4")
     ref = json.load(open(os.path.join(w.dir, "fin", "result.json")))
-    os.remove(os.path.join(w.dir, "fin", "result.json"))
-    lines = [l for l in open(os.path.join(w.dir, "fin", "metrics.jsonl")) if '"final"' not in l]
-    write(os.path.join(w.dir, "fin", "metrics.jsonl"), "".join(lines))
-    w.train("fin", "--steps", "4", "--resume")
-    got = json.load(open(os.path.join(w.dir, "fin", "result.json")))
-    for key in ("steps", "final_loss", "valid_bpc", "test_bpc", "status"):
-        if got[key] != ref[key]:
-            raise Failure(f"result.json after resume: {key} {got[key]!r}, uninterrupted {ref[key]!r}")
+    metrics = os.path.join(w.dir, "fin", "metrics.jsonl")
+    ref_lines = open(metrics).read()
+    # Killed after the end-of-run lines (final evaluation, context lens) but before result.json, and killed before.
+    for keep_end_lines in (True, False):
+        os.remove(os.path.join(w.dir, "fin", "result.json"))
+        if not keep_end_lines:
+            write(metrics, "".join(l for l in ref_lines.splitlines(True) if '"final"' not in l and '"lens"' not in l))
+        w.train("fin", "--steps", "4", "--resume")
+        got = json.load(open(os.path.join(w.dir, "fin", "result.json")))
+        for key in ("steps", "final_loss", "valid_bpc", "test_bpc", "status", "context_lens"):
+            if got[key] != ref[key]:
+                raise Failure(f"result.json after resume: {key} {got[key]!r}, uninterrupted {ref[key]!r}")
+        if open(metrics).read() != ref_lines:
+            raise Failure(f"metrics.jsonl after resume differs from the uninterrupted run's (end lines kept: "
+                          f"{keep_end_lines}):\n{open(metrics).read()[-600:]}")
 
 
 # 5b. The first progress line after a resume covers the same steps as without the interruption.

@@ -637,10 +637,8 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
 int64_t resumable_step(const TrainConfig& cfg, std::string* why) {
   const std::string path = (fs::path(cfg.out_dir) / "checkpoint.pt").string();
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    *why = "no checkpoint";
-    return -1;
-  }
+  why->clear();
+  if (!fs::is_regular_file(path, ec)) return -1;  // nothing to continue, nothing to explain
   try {
     const CheckpointBody body = read_checkpoint(path);
     const json saved = body.meta.value("info", json::object()).value("config", json::object());

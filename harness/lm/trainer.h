@@ -25,9 +25,9 @@ nlohmann::json train(const TrainConfig& cfg, const RankLayout& layout = RankLayo
 // training inside another command (the scenario runner).
 nlohmann::json train_local_ranks(const TrainConfig& cfg);
 
-// Whether cfg.out_dir holds a checkpoint that train() with --resume continues without refusing: readable, and
-// written for the same model and training settings. Returns the step the checkpoint holds, or -1 with the reason in
-// `why` (how a sweep continues a point it was interrupted in).
+// Whether cfg.out_dir holds a checkpoint that train() with --resume continues without refusing (how a sweep
+// continues a point it was interrupted in): readable, and written for the same model and training settings.
+// Returns the step the checkpoint holds, or -1 with the reason in `why` (empty when there is no checkpoint at all).
 int64_t resumable_step(const TrainConfig& cfg, std::string* why);
 
 // The `sparsebench train` arguments (after the command name) that reproduce `cfg`.

@@ -181,6 +181,8 @@ void measure_train(const Point& p, json& record, const std::string& out_dir) {
     cfg.resume = true;
     cfg.overwrite = false;
     if (!cfg.quiet) fmt::print("point {}: continuing its training from step {} ({})\n", p.index, from, out_dir);
+  } else if (!why.empty() && !cfg.quiet) {
+    fmt::print("point {}: starting over: {}\n", p.index, why);  // a checkpoint is there but cannot be continued
   }
   const json result = train_local_ranks(cfg);  // cfg.nproc ranks: processes of this binary when more than one
   for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size",

@@ -1,5 +1,6 @@
 // The pattern registry: one registration line per pattern, plus parameter resolution and checked building.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/error.h"
 #include "common/text.h"

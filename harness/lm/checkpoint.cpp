@@ -3,10 +3,12 @@
 #include "harness/lm/checkpoint.h"
 
 #include <cstring>
+#include <sstream>
 #include <type_traits>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/error.h"
 #include "common/json_guard.h"
@@ -31,7 +33,9 @@ template <typename Map>
 typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
   using Key = typename Map::key_type;
   if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(p.unsafeGetTensorImpl());
+    std::ostringstream key;  // as LibTorch 1.x's c10::guts::to_string (gone in 2.x) writes the pointer
+    key << p.unsafeGetTensorImpl();
+    return key.str();
   } else {
     return static_cast<Key>(p.unsafeGetTensorImpl());
   }

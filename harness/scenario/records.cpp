@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/durable_file.h"
 #include "common/error.h"

@@ -83,10 +83,17 @@ ProcessGroup::ProcessGroup(const RankLayout& layout, const torch::Device& device
       impl_->store = c10::make_intrusive<c10d::PrefixStore>(layout.agent_store_prefix, impl_->store);
     }
   } catch (const std::exception& e) {
+    // torchrun's agent hosts the store with its own torch: a launcher of another release speaks another protocol.
+    const std::string hint =
+        layout.agent_store_prefix.empty()
+            ? ""
+            : fmt::format(" (is torchrun from the same torch release as this build's LibTorch {}.{}.{}? the store "
+                          "protocol differs between releases)",
+                          TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
     throw RankFailure(fmt::format(
-        "rank {} of {}: cannot meet the other ranks at {} ({} from the {}) within {} s: {}", rank_, size_, where,
+        "rank {} of {}: cannot meet the other ranks at {} ({} from the {}) within {} s: {}{}", rank_, size_, where,
         hosts_store(layout) ? "hosting the store" : "the store", layout.source,
-        std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), first_line(e.what())));
+        std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), first_line(e.what()), hint));
   }
   try {
     if (device.is_cuda()) {

@@ -88,7 +88,8 @@ def torchrun(b, work):
     """Ranks started by PyTorch's own launcher (torchrun's environment, agent-hosted store); scripts/torchrun.py
     mends Debian 12's launcher, which cannot parse its own defaults under Python 3.11."""
     py = "/usr/bin/python3"
-    probe = subprocess.run([py, "-c", "import torch.distributed.run"], capture_output=True)
+    probe = subprocess.run([py, "-c", "import torch.distributed.run, torch; print(torch.__version__.split('+')[0])"],
+                           capture_output=True, text=True)
     if probe.returncode != 0:
         print(f"skipped: {py} has no torch.distributed.run (Debian's python3-torch)")
         return SKIP
@@ -97,6 +98,10 @@ def torchrun(b, work):
             "--eval-every", "10", "--no-final-eval"] + TINY
     one, two = fresh(os.path.join(work, "one")), fresh(os.path.join(work, "two"))
     run(b, ["train", "--out", one, "--batch", "4", "--threads", "2"] + args, 0, timeout=300)
+    launcher_torch, build_torch = probe.stdout.strip(), result(one)["torch_version"]
+    if launcher_torch != build_torch:  # torchrun's store protocol differs between torch releases
+        print(f"skipped: {py}'s torchrun is torch {launcher_torch}, this build's LibTorch is {build_torch}")
+        return SKIP
     launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "torchrun.py")
     cmd = [py, launcher, "--no_python", "--nproc_per_node", "2", "--master_port",
            str(free_port()), b, "train", "--out", two, "--batch", "2"] + args

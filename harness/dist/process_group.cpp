@@ -19,6 +19,7 @@
 #endif
 
 #include "common/error.h"
+#include "harness/measure/device.h"
 
 namespace sb {
 
@@ -87,9 +88,9 @@ ProcessGroup::ProcessGroup(const RankLayout& layout, const torch::Device& device
     const std::string hint =
         layout.agent_store_prefix.empty()
             ? ""
-            : fmt::format(" (is torchrun from the same torch release as this build's LibTorch {}.{}.{}? the store "
+            : fmt::format(" (is torchrun from the same torch release as this build's LibTorch {}? the store "
                           "protocol differs between releases)",
-                          TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
+                          libtorch_version());
     throw RankFailure(fmt::format(
         "rank {} of {}: cannot meet the other ranks at {} ({} from the {}) within {} s: {}{}", rank_, size_, where,
         hosts_store(layout) ? "hosting the store" : "the store", layout.source,

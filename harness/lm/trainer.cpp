@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <torch/version.h>
 
 #include "common/durable_file.h"
 #include "common/error.h"
@@ -586,8 +585,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                  {"device", device_name(model->parameters().front().device())},
                  {"simd_target", gsa_cpu_target()},  // the CPU kernels' target (SB_CPU_TARGET pins it)
                  {"git_commit", git_commit()},
-                 {"torch_version", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
-                                               TORCH_VERSION_PATCH)},
+                 {"torch_version", libtorch_version()},
                  {"evals", evals},
                  {"resumed_at_steps", resumes}};
   if (!config_history.empty()) result["config_changes"] = config_history;

@@ -2,6 +2,7 @@
 #include "harness/measure/device.h"
 
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include "common/error.h"
 
@@ -24,5 +25,9 @@ torch::Device resolve_device(const std::string& name) {
 }
 
 std::string device_name(const torch::Device& device) { return device.is_cuda() ? "cuda" : "cpu"; }
+
+std::string libtorch_version() {
+  return fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
+}
 
 }  // namespace sb

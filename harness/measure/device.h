@@ -17,4 +17,7 @@ bool build_has_cuda();
 // "cpu" or "cuda": the type of device tensors actually live on, as records name it.
 std::string device_name(const torch::Device& device);
 
+// The LibTorch release this build was compiled against, "major.minor.patch" (as records and run.json name it).
+std::string libtorch_version();
+
 }  // namespace sb

@@ -245,7 +245,7 @@ json run_environment() {
 #else
   env["compiler"] = "unknown";
 #endif
-  env["libtorch"] = fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
+  env["libtorch"] = libtorch_version();
   env["blas"] = blas_info();
   env["threads_default"] = at::get_num_threads();
   env["hardware_threads"] = std::thread::hardware_concurrency();

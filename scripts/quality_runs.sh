@@ -24,6 +24,10 @@ for name in fig5_degree_bpc table4_context; do
   out=results/$name/cpu-2core-seeds
   resume=()
   [ -f "$out/run.json" ] && resume=(--resume)
-  "$bin" run "scenarios/$name.json" --out "$out" --jobs "$jobs" --no-plot "${resume[@]}" "${extra[@]}"
+  # Table 4's context 512 is Figure 5's bpt k=64 (same settings and seeds): its finished runs are copied, not retrained.
+  reuse=()
+  [ "$name" = table4_context ] && [ -d results/fig5_degree_bpc/cpu-2core-seeds/train ] &&
+    reuse=(--reuse-from results/fig5_degree_bpc/cpu-2core-seeds)
+  "$bin" run "scenarios/$name.json" --out "$out" --jobs "$jobs" --no-plot "${resume[@]}" "${reuse[@]}" "${extra[@]}"
   "$bin" plot "$out"
 done

@@ -60,11 +60,12 @@ void set_point_executable(const std::string& path) { point_executable() = path; 
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args args(argv, {"help", "dry-run", "resume", "no-plot", "overwrite", "allow-changes"});
-  args.check_known({"set", "out", "results", "jobs", "shard"});
+  args.check_known({"set", "out", "results", "jobs", "shard", "reuse-from"});
   if (args.flag("help") || args.positional().size() != 1) {
     fmt::print(
         "usage: sparsebench run SCENARIO.json [--set path=value ...] [--dry-run] [--out DIR] [--resume]\n"
         "                       [--results ROOT] [--no-plot] [--jobs N|auto] [--shard i/n|auto]\n"
+        "                       [--reuse-from RUN_DIR ...]\n"
         "  Validates the scenario (scenarios/schema.json, scenarios/README.md), expands its axes and runs\n"
         "  every point, appending one record per point to RUN_DIR/records.jsonl, then writes records.csv\n"
         "  and the plots (sparsebench plot RUN_DIR).\n"
@@ -82,11 +83,19 @@ int cmd_run(const std::vector<std::string>& argv) {
         "  --shard i/n  runs shard i (0-based) of n: a fixed subset of the points, balanced by estimated cost\n"
         "             (analytic FLOPs x passes), into RUN_DIR/shard-i-of-n (RUN_DIR: --out DIR, else\n"
         "             ROOT/<scenario>/shards-<scenario hash>). auto: from Slurm's SLURM_ARRAY_TASK_ID,\n"
-        "             SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT. sparsebench merge joins the shards.\n");
+        "             SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT. sparsebench merge joins the shards.\n"
+        "  --reuse-from RUN_DIR  train points copy a finished run of RUN_DIR (e.g. another scenario's) whose\n"
+        "             settings, data bytes and SIMD target are this point's, instead of training it again; the\n"
+        "             record and result say where it came from (reused_from). Repeatable.\n");
     return args.flag("help") ? 0 : 2;
   }
   const std::string file = args.positional()[0];
-  const Scenario s = load_scenario(file, args.all("set"));
+  Scenario s = load_scenario(file, args.all("set"));
+  s.reuse_runs = args.all("reuse-from");
+  for (const std::string& dir : s.reuse_runs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) throw Error(fmt::format("--reuse-from {}: not a directory", dir));
+  }
   const std::vector<Point> all_points = expand_scenario(s);
   std::optional<ShardSpec> shard;
   if (auto spec = args.maybe("shard")) shard = parse_shard(*spec);
@@ -145,6 +154,11 @@ int cmd_run(const std::vector<std::string>& argv) {
   opt.jobs = jobs;
   opt.cpu_budget = cpus;
   opt.point_command = {point_executable(), "run-point"};
+  for (const std::string& dir : s.reuse_runs) {
+    opt.point_command.push_back("--reuse-from");
+    opt.point_command.push_back(dir);
+  }
+  if (!s.reuse_runs.empty()) opt.environment["reuse_from"] = s.reuse_runs;
   for (const Point& p : all_points) opt.scenario_point_ids.push_back(p.id);
   // Installed before any point allocates, so every point's live memory (weights, inputs) is counted alike.
   MemoryTracker::install();
@@ -158,10 +172,10 @@ int cmd_run(const std::vector<std::string>& argv) {
 
 int cmd_run_point(const std::vector<std::string>& argv) {
   Args args(argv, {"help"});
-  args.check_known({"run-dir", "index", "id", "threads"});
+  args.check_known({"run-dir", "index", "id", "threads", "reuse-from"});
   if (args.flag("help") || !args.positional().empty() || !args.has("run-dir") || !args.has("index") ||
       !args.has("id")) {
-    fmt::print("usage: sparsebench run-point --run-dir DIR --index I --id POINT_ID [--threads T]\n"
+    fmt::print("usage: sparsebench run-point --run-dir DIR --index I --id POINT_ID [--threads T] [--reuse-from D ...]\n"
                "  Measures point I of the scenario in DIR/.points/scenario.json and writes its result fields to\n"
                "  DIR/.points/I.json; `sparsebench run --jobs N` starts one per point and records the result.\n");
     return args.flag("help") ? 0 : 2;
@@ -178,7 +192,8 @@ int cmd_run_point(const std::vector<std::string>& argv) {
   if (!spec.is_object() || !spec.contains("doc") || !spec.contains("file") || !spec["file"].is_string()) {
     throw Error(fmt::format("{}: expected {{\"file\": ..., \"doc\": ...}}", spec_path));
   }
-  const Scenario s = scenario_from_json(spec["doc"], spec["file"].get<std::string>());
+  Scenario s = scenario_from_json(spec["doc"], spec["file"].get<std::string>());
+  s.reuse_runs = args.all("reuse-from");
   const std::vector<Point> points = expand_scenario(s);
   if (index >= static_cast<int64_t>(points.size()) || points[index].id != id) {
     throw Error(fmt::format("--index {}: the scenario in {} has no point '{}' there", index, spec_path, id));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -12,7 +13,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "common/durable_file.h"
 #include "common/error.h"
+#include "common/files.h"
+#include "harness/lm/config.h"
 #include "harness/lm/data.h"
 #include "harness/lm/model.h"
 #include "harness/lm/trainer.h"
@@ -22,10 +26,13 @@
 #include "harness/measure/machine.h"
 #include "harness/measure/threads.h"
 #include "harness/measure/timing.h"
+#include "harness/scenario/run_config.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
 
 namespace sb {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -173,20 +180,10 @@ TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
   return cfg;
 }
 
-void measure_train(const Point& p, json& record, const std::string& out_dir) {
-  TrainConfig cfg = train_config_for_point(p, out_dir);
-  std::string why;
-  const int64_t from = resumable_step(cfg, &why);
-  if (from > 0) {
-    cfg.resume = true;
-    cfg.overwrite = false;
-    if (!cfg.quiet) fmt::print("point {}: continuing its training from step {} ({})\n", p.index, from, out_dir);
-  } else if (!why.empty() && !cfg.quiet) {
-    fmt::print("point {}: starting over: {}\n", p.index, why);  // a checkpoint is there but cannot be continued
-  }
-  const json result = train_local_ranks(cfg);  // cfg.nproc ranks: processes of this binary when more than one
+// The fields of a training result that go into the point's record.
+void record_train_result(const json& result, const std::string& out_dir, json& record) {
   for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size",
-                          "context_lens", "resumed_at_steps"}) {
+                          "context_lens", "resumed_at_steps", "reused_from"}) {
     if (result.contains(key)) record[key] = result[key];
   }
   if (result.contains("timing")) record["timing"] = result["timing"];
@@ -198,6 +195,81 @@ void measure_train(const Point& p, json& record, const std::string& out_dir) {
     record["status"] = "failed";
     record["reason"] = fmt::format("trainer finished with status '{}'", status);
   }
+}
+
+// Settings that change neither the trained weights nor what the result reports.
+const std::vector<std::string> kReuseIgnoredKeys = {"out_dir", "log_every", "profile", "checkpoint_every"};
+
+// A finished run under one of `runs` (run directories, e.g. of another scenario: their train/*/result.json) with
+// this configuration, on the same data bytes and SIMD target: its result (with "dir"), or null when there is none.
+json find_reusable_run(const TrainConfig& cfg, const std::vector<std::string>& runs) {
+  if (runs.empty()) return nullptr;
+  const json mine = train_config_json(cfg);
+  std::string data_sha;  // read once, only when some configuration matches
+  for (const std::string& run : runs) {
+    std::error_code ec;
+    std::vector<fs::path> dirs;
+    for (const auto& entry : fs::directory_iterator(fs::path(run) / "train", ec)) dirs.push_back(entry.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const fs::path& dir : dirs) {
+      bool exists = false;
+      const std::string text = read_file((dir / "result.json").string(), &exists);
+      if (!exists) continue;
+      const json result = json::parse(text, nullptr, false);
+      if (!result.is_object() || result.value("status", std::string()) != "ok" || !result.contains("config") ||
+          result.contains("reused_from")) {
+        continue;  // unfinished, failed, damaged, or itself a copy (reuse the original instead)
+      }
+      if (!config_changes(result["config"], mine, kReuseIgnoredKeys).empty()) continue;
+      if (result.value("simd_target", std::string()) != gsa_cpu_target()) continue;
+      if (data_sha.empty()) data_sha = Enwik8(cfg.data).sha256();
+      if (!result.contains("data") || result["data"].value("sha256", std::string()) != data_sha) continue;
+      json found = result;
+      found["dir"] = dir.string();
+      return found;
+    }
+  }
+  return nullptr;
+}
+
+// Copies the finished run `src` into out_dir, its result marked with where it came from.
+json reuse_run(const json& src, const std::string& out_dir) {
+  const fs::path from = src["dir"].get<std::string>();
+  fs::create_directories(out_dir);
+  for (const auto& entry : fs::directory_iterator(from)) {
+    if (!entry.is_regular_file() || entry.path().filename() == "result.json") continue;
+    fs::copy_file(entry.path(), fs::path(out_dir) / entry.path().filename(), fs::copy_options::overwrite_existing);
+  }
+  json result = src;
+  result.erase("dir");
+  result["reused_from"] = {{"train_dir", from.string()},
+                           {"git_commit", src.value("git_commit", std::string())},
+                           {"torch_version", src.value("torch_version", std::string())}};
+  write_file_atomic((fs::path(out_dir) / "result.json").string(), result.dump(2) + "\n");
+  return result;
+}
+
+void measure_train(const Point& p, json& record, const std::string& out_dir, const std::vector<std::string>& reuse) {
+  TrainConfig cfg = train_config_for_point(p, out_dir);
+  const json src = find_reusable_run(cfg, reuse);
+  if (!src.is_null()) {
+    if (!cfg.quiet) {
+      fmt::print("point {}: reusing the finished run {} (same settings, data and SIMD target)\n", p.index,
+                 src["dir"].get<std::string>());
+    }
+    record_train_result(reuse_run(src, out_dir), out_dir, record);
+    return;
+  }
+  std::string why;
+  const int64_t from = resumable_step(cfg, &why);
+  if (from > 0) {
+    cfg.resume = true;
+    cfg.overwrite = false;
+    if (!cfg.quiet) fmt::print("point {}: continuing its training from step {} ({})\n", p.index, from, out_dir);
+  } else if (!why.empty() && !cfg.quiet) {
+    fmt::print("point {}: starting over: {}\n", p.index, why);  // a checkpoint is there but cannot be continued
+  }
+  record_train_result(train_local_ranks(cfg), out_dir, record);  // cfg.nproc ranks: processes when more than one
 }
 
 }  // namespace
@@ -225,7 +297,7 @@ void measure_point(const Scenario& s, const Point& p, const std::string& run_dir
   record["threads_used"] = set_cpu_threads(static_cast<int>(p.threads));
   record["simd_target"] = gsa_cpu_target();  // the CPU kernels' SIMD target (SB_CPU_TARGET pins it)
   if (s.kind == "train") {
-    measure_train(p, record, fmt::format("{}/train/{:04}", run_dir, p.index));
+    measure_train(p, record, fmt::format("{}/train/{:04}", run_dir, p.index), s.reuse_runs);
     return;
   }
   torch::manual_seed(static_cast<uint64_t>(s.seed));

@@ -61,6 +61,9 @@ struct Scenario {
   // (harness/lm/config.h); each point's config adds its axis values.
   TrainConfig train;
   json doc;  // the document after overrides (recorded in run.json)
+  // Run directories whose finished training runs of identical settings are copied instead of trained again
+  // (`run --reuse-from`; not part of the document).
+  std::vector<std::string> reuse_runs;
 };
 
 // Validates and converts; `file` names the source in messages.

@@ -5,8 +5,9 @@
 // chunks' N scores are N dot products over D reduced together by a fixed transpose-add tree (no per-edge
 // horizontal sum), then one max, one rescale and one vector-exp pass over the segment, then the accumulation
 // with the accumulator held in registers over the whole segment. Rows with at least twice as many edges as
-// relations take q . r_rel from a per-row table instead of reading a relation row per edge. Every output element
-// is produced by one fixed sequence of operations that depends only on the graph, so results are bitwise
+// relations take q . r_rel from a per-row table instead of reading a relation row per edge. The backward by
+// destination can store P and dS of every edge and head (the edge cache) for the backward by source. Every output
+// element is produced by one fixed sequence of operations that depends only on the graph, so results are bitwise
 // identical across runs and thread counts (they differ between targets, whose lane counts differ).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gsa_cpu_simd.cpp"

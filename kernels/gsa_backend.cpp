@@ -27,7 +27,7 @@ class CpuBackend final : public GsaBackend {
   }
   GsaWorkspace backward_workspace(const GsaParams& p) const override {
     const int64_t acc_bytes = p.dtype == GsaDtype::f64 ? 8 : 4;
-    return {gsa_cpu_delta_elems(p) * acc_bytes, gsa_cpu_rel_partial_elems(p) * acc_bytes};
+    return {gsa_cpu_delta_elems(p) * acc_bytes, gsa_cpu_workspace_elems(p) * acc_bytes};
   }
   void forward(const GsaParams& p, void*) const override {
     gsa_require_supported(*this, p);

@@ -142,6 +142,18 @@ void forward_impl(const GsaParams& p) {
 
 int64_t rel_chunks(const GsaParams& p) { return std::min<int64_t>(kGsaRelChunks, p.N); }
 
+std::atomic<int64_t> g_edge_cache_limit{int64_t{1} << 30};
+
+int64_t acc_bytes(const GsaParams& p) { return p.dtype == GsaDtype::f64 ? 8 : 4; }
+
+int64_t rel_partial_elems(const GsaParams& p) { return p.rel_emb ? rel_chunks(p) * p.R * p.D : 0; }
+
+// [B, E, H, 2] when that fits in the limit, else 0 (no cache).
+int64_t edge_cache_elems(const GsaParams& p) {
+  const int64_t elems = p.B * p.graph.n_edges * p.H * 2;
+  return elems * acc_bytes(p) <= g_edge_cache_limit.load(std::memory_order_relaxed) ? elems : 0;
+}
+
 // out = scale * sum of the parts in order (each [len], part stride `stride`).
 template <typename T>
 void sum_parts(T* out, const T* parts, int64_t n_parts, int64_t stride, int64_t len, T scale) {
@@ -172,6 +184,10 @@ void backward_impl(const GsaParams& p) {
   // Pass 1 units: with rel_emb, rows go in kGsaRelChunks fixed chunks (one d_rel partial each); else row blocks.
   const int64_t n_chunks = has_rel ? rel_chunks(p) : n_blocks;
   T* rel_partial = static_cast<T*>(p.workspace);
+  // The edge cache follows the partials when the caller's workspace holds it (gsa_cpu_workspace_elems).
+  const int64_t rel_elems = rel_partial_elems(p), cache_elems = edge_cache_elems(p);
+  T* pds = cache_elems > 0 && p.workspace != nullptr && p.workspace_bytes >= (rel_elems + cache_elems) * acc_bytes(p) ? rel_partial + rel_elems
+                                                                                          : nullptr;
   // Pieces' partial sums: dq [H, D] (+ d_rel [R, D]) per (row piece, batch); dk, dv [H, D] per (source piece, batch).
   const int64_t dq_state = HD + R * D;
   std::vector<T> dq_pieces(static_cast<size_t>(n_row_pieces * p.B * dq_state));
@@ -192,7 +208,7 @@ void backward_impl(const GsaParams& p) {
         T* st = dq_pieces.data() + w * dq_state;
         if (has_rel) std::fill(st + HD, st + dq_state, T(0));
         k.dq_piece(p, b, rows.piece_row[i], rows.piece_begin[i], rows.piece_end[i], st, has_rel ? st + HD : nullptr,
-                   scratch.data());
+                   pds, scratch.data());
         continue;
       }
       const int64_t c = w - n_row_pieces * p.B;
@@ -203,19 +219,20 @@ void backward_impl(const GsaParams& p) {
         part = rel_partial + c * R * D;
         std::fill(part, part + R * D, T(0));
       }
-      k.dq_rows(p, u0, u1, skip_rows, part, scratch.data());
+      k.dq_rows(p, u0, u1, skip_rows, part, pds, scratch.data());
     }
-    // Pass 2 (needs every row's delta): dk, dv by source.
+    // Pass 2 (needs every row's delta, and the edge cache complete): dk, dv by source.
     const int64_t work2 = p.B * (n_src_pieces + n_blocks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < work2; ++w) {
       const int64_t b = w % p.B, i = w / p.B;
       if (i < n_src_pieces) {
         T* st = dkv_pieces.data() + (i * p.B + b) * 2 * HD;
-        k.dkv_piece(p, b, srcs.piece_row[i], srcs.piece_begin[i], srcs.piece_end[i], st, st + HD, scratch.data());
+        k.dkv_piece(p, b, srcs.piece_row[i], srcs.piece_begin[i], srcs.piece_end[i], st, st + HD, pds,
+                    scratch.data());
       } else {
         const int64_t v0 = (i - n_src_pieces) * kRowBlock;
-        k.dkv_rows(p, b, v0, std::min(p.N, v0 + kRowBlock), skip_srcs, scratch.data());
+        k.dkv_rows(p, b, v0, std::min(p.N, v0 + kRowBlock), skip_srcs, pds, scratch.data());
       }
     }
     // Merges of split rows and sources: piece sums in piece order.
@@ -287,9 +304,13 @@ void gsa_cpu_exp(double* x, int64_t n) { cores<double>().exp_inplace(x, n); }
 
 int64_t gsa_cpu_delta_elems(const GsaParams& p) { return p.B * p.N * p.H; }
 
-int64_t gsa_cpu_rel_partial_elems(const GsaParams& p) {
-  return p.rel_emb ? rel_chunks(p) * p.R * p.D : 0;
+int64_t gsa_cpu_workspace_elems(const GsaParams& p) { return rel_partial_elems(p) + edge_cache_elems(p); }
+
+void gsa_cpu_set_edge_cache_limit(int64_t bytes) {
+  g_edge_cache_limit.store(std::max<int64_t>(0, bytes), std::memory_order_relaxed);
 }
+
+int64_t gsa_cpu_edge_cache_limit() { return g_edge_cache_limit.load(std::memory_order_relaxed); }
 
 void gsa_forward_cpu(const GsaParams& p) {
   check_cpu_dtype(p, "graph_attention forward");

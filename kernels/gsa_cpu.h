@@ -31,16 +31,24 @@ void gsa_cpu_exp(float* x, int64_t n);
 void gsa_cpu_exp(double* x, int64_t n);
 
 // Workspace sizes in elements of the accumulation type (float for fp32, double for fp64).
-int64_t gsa_cpu_delta_elems(const GsaParams& p);        // [B, N, H]
-int64_t gsa_cpu_rel_partial_elems(const GsaParams& p);  // [chunks, R, D], 0 without rel_emb
+int64_t gsa_cpu_delta_elems(const GsaParams& p);      // [B, N, H]
+// The backward's private workspace: the d(rel_emb) partial sums [chunks, R, D] (with rel_emb), then the edge cache
+// [B, E, H, 2] (P and dS of every edge and head, so the pass by source reads them instead of recomputing two dot
+// products and an exp per edge and head) when it fits in the edge-cache limit.
+int64_t gsa_cpu_workspace_elems(const GsaParams& p);
+
+// The largest edge cache the backward asks for, in bytes (default 1 GiB; 0 turns the cache off: the pass by source
+// then recomputes P and dS). Process-wide; not to be changed while kernels run on other threads.
+void gsa_cpu_set_edge_cache_limit(int64_t bytes);
+int64_t gsa_cpu_edge_cache_limit();
 
 // Forward: o [B, N, H, D] and lse [B, N, H] from q, k, v [B, N, H, D] and rel_emb [R, D].
 // p.dtype must be f32 (lse: float) or f64 (lse: double). Throws sb::Error for other dtypes.
 void gsa_forward_cpu(const GsaParams& p);
 
 // Backward: dq, dk, dv [B, N, H, D] and d_rel_emb [R, D] (when rel_emb is set) from d_o, o and lse
-// of the forward; needs p.delta and, with rel_emb, p.workspace holding the [chunks, R, D] partial sums
-// (the sizes above, in the accumulation type).
+// of the forward; needs p.delta and p.workspace of gsa_cpu_workspace_elems(p) elements (the sizes above, in the
+// accumulation type).
 void gsa_backward_cpu(const GsaParams& p);
 
 }  // namespace sb

@@ -10,7 +10,9 @@ namespace sb {
 
 // One SIMD target's cores for one element type T (float or double; the accumulation type is T too). void*
 // arguments point to T. `skip` (nullable, [N]) marks rows or sources handled as pieces instead. Scratch: at least
-// gsa_cpu_scratch_elems(p) elements of T per calling thread.
+// gsa_cpu_scratch_elems(p) elements of T per calling thread. `pds` (nullable) is the backward's edge cache
+// [B, E, H, 2]: P and dS of every (edge, head), written by the destination pass and read by the source pass instead
+// of recomputing both there.
 struct GsaCpuCores {
   // Forward over destination rows [u0, u1) of batch b: o, lse.
   void (*forward_rows)(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const uint8_t* skip, void* scratch);
@@ -20,16 +22,18 @@ struct GsaCpuCores {
   // delta [B, N, H] = sum_d dO * O for rows [u0, u1) of every batch.
   void (*delta_rows)(const GsaParams& p, int64_t u0, int64_t u1);
   // Backward by destination rows [u0, u1) (every batch): dq, and d_rel_emb contributions added into
-  // rel_part [R, D] (nullptr without rel_emb).
-  void (*dq_rows)(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, void* rel_part, void* scratch);
-  // Partial dq of edges [e0, e1) of row u, batch b: dq_acc [H, D] (unscaled), rel_part as dq_rows.
+  // rel_part [R, D] (nullptr without rel_emb); fills pds for these rows' edges when given.
+  void (*dq_rows)(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, void* rel_part, void* pds,
+                  void* scratch);
+  // Partial dq of edges [e0, e1) of row u, batch b: dq_acc [H, D] (unscaled), rel_part and pds as dq_rows.
   void (*dq_piece)(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* dq_acc, void* rel_part,
+                   void* pds, void* scratch);
+  // Backward by sources [v0, v1) of batch b through the transposed graph: dk, dv (P and dS from pds when given).
+  void (*dkv_rows)(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, const void* pds,
                    void* scratch);
-  // Backward by sources [v0, v1) of batch b through the transposed graph: dk, dv.
-  void (*dkv_rows)(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, void* scratch);
   // Partial dk (unscaled), dv of transposed edges [t0, t1) of source v, batch b: dk_acc, dv_acc [H, D].
   void (*dkv_piece)(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1, void* dk_acc, void* dv_acc,
-                    void* scratch);
+                    const void* pds, void* scratch);
   // x[i] = exp(x[i]) with the kernels' vector exp, for i < n.
   void (*exp_inplace)(void* x, int64_t n);
 };

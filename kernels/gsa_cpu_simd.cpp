@@ -5,8 +5,9 @@
 // chunks' N scores are N dot products over D reduced together by a fixed transpose-add tree (no per-edge
 // horizontal sum), then one max, one rescale and one vector-exp pass over the segment, then the accumulation
 // with the accumulator held in registers over the whole segment. Rows with at least twice as many edges as
-// relations take q . r_rel from a per-row table instead of reading a relation row per edge. Every output element
-// is produced by one fixed sequence of operations that depends only on the graph, so results are bitwise
+// relations take q . r_rel from a per-row table instead of reading a relation row per edge. The backward by
+// destination can store P and dS of every edge and head (the edge cache) for the backward by source. Every output
+// element is produced by one fixed sequence of operations that depends only on the graph, so results are bitwise
 // identical across runs and thread counts (they differ between targets, whose lane counts differ).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gsa_cpu_simd.cpp"
@@ -546,8 +547,10 @@ void delta_rows(const GsaParams& p, int64_t u0, int64_t u1) {
 // i's at dq_acc + i*H*D) and their d_rel_emb contributions to rel_part [R, D]. Scratch: kGsaCpuRowGroup *
 // (256 H + 3 H R). Rows with a relation table (use_rel_table) sum dS per (head, relation) instead of adding the
 // relation row per edge: dq_h += sum_rel W_h,rel r_rel and d_rel_emb[rel] += scale sum_h W_h,rel q_h once per row.
+// With pds [B, E, H, 2], each edge's P and dS per head are stored there for the pass by source.
 template <bool REL, typename T>
-void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc, T* rel_part, T* scratch) {
+void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc, T* rel_part, T* pds,
+                   T* scratch) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   const int nl = static_cast<int>(hn::Lanes(d));
@@ -573,6 +576,7 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
   }
   EdgeSeg<T> segs[kGsaCpuRowGroup];
   HWY_ALIGN T ds[kSegMax];
+  HWY_ALIGN T probs[kSegMax];
   for_group_segments(p, in, b, grp, nl * kSegChunks, nl, segs, [&](int64_t off) {
     for (int64_t h = 0; h < H; ++h) {
       for (int i = 0; i < grp.n; ++i) {
@@ -593,7 +597,15 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
               group_dot<kFixedA, false>(d, do_u, h * p.d_o_strides.head, sg.v + c, h * p.v_strides.head, sg.r, D);
           const V dsv = hn::Mul(pr, hn::Sub(dp, delta_h));  // dS = P (dP - delta)
           hn::Store(dsv, d, ds + c);
+          if (pds != nullptr) hn::Store(pr, d, probs + c);
           if constexpr (REL) hn::StoreU(hn::Mul(dsv, scale), d, ds_heads + c);
+        }
+        if (pds != nullptr) {
+          T* out = pds + ((b * g.n_edges + grp.e0[i] + off) * H + h) * 2;
+          for (int j = 0; j < sg.n; ++j) {
+            out[j * H * 2] = probs[j];
+            out[j * H * 2 + 1] = ds[j];
+          }
         }
         T* dq_h = dq_acc + (i * H + h) * D;
         if (tab_h != nullptr) {
@@ -665,7 +677,7 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
 }
 
 template <bool REL, typename T>
-void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, T* rel_part, T* scratch) {
+void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, T* rel_part, T* pds, T* scratch) {
   const hn::ScalableTag<T> d;
   const int64_t H = p.H, D = p.D;
   T* dq_acc = scratch;
@@ -674,7 +686,7 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
   for (int64_t b = 0; b < p.B; ++b) {
     for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
       std::fill(dq_acc, dq_acc + grp.n * H * D, T(0));
-      dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, dq_scratch);
+      dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
       for (int i = 0; i < grp.n; ++i) {
         T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
         for (int64_t h = 0; h < H; ++h) {
@@ -686,20 +698,25 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
 }
 
 template <typename T>
-void dq_rows(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, void* rel_part, void* scratch) {
-  if (p.rel_emb != nullptr) dq_rows_t<true>(p, u0, u1, skip, static_cast<T*>(rel_part), static_cast<T*>(scratch));
-  else dq_rows_t<false>(p, u0, u1, skip, static_cast<T*>(rel_part), static_cast<T*>(scratch));
+void dq_rows(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, void* rel_part, void* pds,
+             void* scratch) {
+  T* part = static_cast<T*>(rel_part);
+  T* cache = static_cast<T*>(pds);
+  if (p.rel_emb != nullptr) dq_rows_t<true>(p, u0, u1, skip, part, cache, static_cast<T*>(scratch));
+  else dq_rows_t<false>(p, u0, u1, skip, part, cache, static_cast<T*>(scratch));
 }
 
 template <typename T>
 void dq_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* dq_acc, void* rel_part,
-              void* scratch) {
+              void* pds, void* scratch) {
   T* acc = static_cast<T*>(dq_acc);
   T* s = static_cast<T*>(scratch);
   std::fill(acc, acc + p.H * p.D, T(0));
   const RowGroup grp = single_row(u, e0, e1);
-  if (p.rel_emb != nullptr) dq_accumulate<true>(p, b, grp, acc, static_cast<T*>(rel_part), s);
-  else dq_accumulate<false>(p, b, grp, acc, static_cast<T*>(rel_part), s);
+  T* part = static_cast<T*>(rel_part);
+  T* cache = static_cast<T*>(pds);
+  if (p.rel_emb != nullptr) dq_accumulate<true>(p, b, grp, acc, part, cache, s);
+  else dq_accumulate<false>(p, b, grp, acc, part, cache, s);
 }
 
 // Destination rows of one segment of a source's transposed edges (padding as EdgeSeg).
@@ -708,7 +725,8 @@ struct DestSeg {
   const T* q[kSegMax];
   const T* d_o[kSegMax];
   const T* r[kSegMax];
-  int64_t row[kSegMax];  // (b * N + u) * H: the row's lse and delta
+  int64_t row[kSegMax];   // (b * N + u) * H: the row's lse and delta
+  int64_t edge[kSegMax];  // (b * E + e) * H * 2: the edge's entries in the edge cache
   int n = 0;
   void gather(const GsaParams& p, const In<T>& in, int64_t b, int64_t t, int count, int nl) {
     const GsaGraphView& g = p.graph;
@@ -721,14 +739,16 @@ struct DestSeg {
       d_o[j] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u);
       r[j] = in.rel != nullptr ? in.rel + g.rel[g.t_edge[tj]] * p.rel_stride : nullptr;
       row[j] = (b * p.N + u) * p.H;
+      edge[j] = (b * g.n_edges + g.t_edge[tj]) * p.H * 2;
     }
   }
 };
 
 // Backward by source: adds the transposed edges of each source of the group (batch b) to its dk_acc (unscaled)
-// and dv_acc [H, D] (source i's at + i*H*D).
+// and dv_acc [H, D] (source i's at + i*H*D), with P and dS read from the edge cache pds when given, else
+// recomputed from q, k, v, dO, lse and delta.
 template <bool REL, typename T>
-void dkv_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_acc, T* dv_acc) {
+void dkv_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_acc, T* dv_acc, const T* pds) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   const int nl = static_cast<int>(hn::Lanes(d));
@@ -747,6 +767,16 @@ void dkv_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_ac
       for (int i = 0; i < grp.n; ++i) {
         const DestSeg<T>& sg = segs[i];
         if (sg.n == 0) continue;
+        if (pds != nullptr) {
+          for (int j = 0; j < sg.n; ++j) {
+            probs[j] = pds[sg.edge[j] + h * 2];
+            ds[j] = pds[sg.edge[j] + h * 2 + 1];
+          }
+          group_axpy<false>(d, dk_acc + (i * H + h) * D, T(1), ds, sg.n, sg.q, h * p.q_strides.head, sg.q, D);
+          group_axpy<false>(d, dv_acc + (i * H + h) * D, T(1), probs, sg.n, sg.d_o, h * p.d_o_strides.head, sg.d_o,
+                            D);
+          continue;
+        }
         const T* k_v[1] = {in.k + at(p.k_strides, b, grp.u[i])};
         const T* v_v[1] = {in.v + at(p.v_strides, b, grp.u[i])};
         const int padded = (sg.n + nl - 1) / nl * nl;
@@ -773,7 +803,8 @@ void dkv_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_ac
 }
 
 template <bool REL, typename T>
-void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, T* scratch) {
+void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, const T* pds,
+                T* scratch) {
   const hn::ScalableTag<T> d;
   const int64_t H = p.H, D = p.D;
   T* dk_acc = scratch;
@@ -783,7 +814,7 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
   for_row_groups(p.graph.t_row_ptr, v0, v1, skip, [&](const RowGroup& grp) {
     std::fill(dk_acc, dk_acc + grp.n * H * D, T(0));
     std::fill(dv_acc, dv_acc + grp.n * H * D, T(0));
-    dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc);
+    dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc, pds);
     for (int i = 0; i < grp.n; ++i) {
       T* dk_v = dk + at(p.dk_strides, b, grp.u[i]);
       T* dv_v = dv + at(p.dv_strides, b, grp.u[i]);
@@ -796,20 +827,24 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
 }
 
 template <typename T>
-void dkv_rows(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, void* scratch) {
-  if (p.rel_emb != nullptr) dkv_rows_t<true>(p, b, v0, v1, skip, static_cast<T*>(scratch));
-  else dkv_rows_t<false>(p, b, v0, v1, skip, static_cast<T*>(scratch));
+void dkv_rows(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, const void* pds,
+              void* scratch) {
+  const T* cache = static_cast<const T*>(pds);
+  if (p.rel_emb != nullptr) dkv_rows_t<true>(p, b, v0, v1, skip, cache, static_cast<T*>(scratch));
+  else dkv_rows_t<false>(p, b, v0, v1, skip, cache, static_cast<T*>(scratch));
 }
 
 template <typename T>
-void dkv_piece(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1, void* dk_acc, void* dv_acc, void*) {
+void dkv_piece(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1, void* dk_acc, void* dv_acc,
+               const void* pds, void*) {
   T* dk = static_cast<T*>(dk_acc);
   T* dv = static_cast<T*>(dv_acc);
   std::fill(dk, dk + p.H * p.D, T(0));
   std::fill(dv, dv + p.H * p.D, T(0));
   const RowGroup grp = single_row(v, t0, t1);
-  if (p.rel_emb != nullptr) dkv_accumulate<true>(p, b, grp, dk, dv);
-  else dkv_accumulate<false>(p, b, grp, dk, dv);
+  const T* cache = static_cast<const T*>(pds);
+  if (p.rel_emb != nullptr) dkv_accumulate<true>(p, b, grp, dk, dv, cache);
+  else dkv_accumulate<false>(p, b, grp, dk, dv, cache);
 }
 
 template <typename T>

@@ -1,7 +1,8 @@
 // CPU kernel tests without LibTorch, on every registered CPU backend (one per SIMD target this CPU runs, each
 // named with its target): the parity table against the double reference, the reference's own finite-difference
 // check, extreme and non-finite scores, empty rows, heavy rows split into pieces, bitwise determinism, the vector
-// exp, target pinning, the backend registry, and the host graph preparation.
+// exp, target pinning, the backward with and without its edge cache, the backend registry, and the host graph
+// preparation.
 // Run: ctest -R test_gsa_cpu (or ./test_gsa_cpu --gtest_filter=...).
 #include <gtest/gtest.h>
 
@@ -243,6 +244,62 @@ TEST_P(GsaCpuTarget, HeavyRowsAndSourcesSplitMatchReference) {
   for (bool rel : {false, true}) {
     const GsaCase c{"hub", {}, n, false, 16, 2, 2, rel};
     expect_matches_reference(g, c);
+  }
+}
+
+// Sets the CPU backward's edge-cache limit for one scope and restores it after.
+class EdgeCacheLimit {
+ public:
+  explicit EdgeCacheLimit(int64_t bytes) : saved_(gsa_cpu_edge_cache_limit()) { gsa_cpu_set_edge_cache_limit(bytes); }
+  ~EdgeCacheLimit() { gsa_cpu_set_edge_cache_limit(saved_); }
+  EdgeCacheLimit(const EdgeCacheLimit&) = delete;
+  EdgeCacheLimit& operator=(const EdgeCacheLimit&) = delete;
+
+ private:
+  int64_t saved_;
+};
+
+// The backward asks for the edge cache (P and dS of every edge and head) only within the limit: the workspace is
+// the d(rel_emb) partials plus B * E * H * 2 elements, or the partials alone when the cache would not fit.
+TEST(GsaCpu, EdgeCacheFollowsItsLimit) {
+  const Graph g = build_pattern("window", 100, true, {{"w", 8}});
+  const GsaHostGraph hg(g);
+  const float dummy = 0.0f;
+  GsaParams p;
+  p.graph = hg.view();
+  p.B = 2;
+  p.N = 100;
+  p.H = 3;
+  p.D = 16;
+  p.R = hg.n_relations;
+  p.rel_emb = &dummy;
+  const int64_t partials = std::min<int64_t>(kGsaRelChunks, p.N) * p.R * p.D;
+  const int64_t cache = p.B * hg.n_edges() * p.H * 2;
+  EXPECT_EQ(gsa_cpu_workspace_elems(p), partials + cache);
+  {
+    const EdgeCacheLimit limit(cache * 4 - 1);  // fp32: one element short
+    EXPECT_EQ(gsa_cpu_workspace_elems(p), partials);
+    p.dtype = GsaDtype::f64;
+    EXPECT_EQ(gsa_cpu_workspace_elems(p), partials);
+  }
+  {
+    const EdgeCacheLimit limit(cache * 8);  // exactly fp64's size
+    EXPECT_EQ(gsa_cpu_workspace_elems(p), partials + cache);
+    EXPECT_EQ(cpu_backends().front()->backward_workspace(p).workspace_bytes, (partials + cache) * 8);
+  }
+}
+
+// With the edge cache off, the pass by source recomputes P and dS: every pattern (relations or not, heavy rows
+// split) still matches the reference in fp32 and fp64 and does not depend on the thread count.
+TEST_P(GsaCpuTarget, BackwardWithoutEdgeCacheMatchesReference) {
+  const GsaBackendScope scope(backend());
+  const EdgeCacheLimit off(0);
+  for (const std::string& name : pattern_names()) {
+    const AttentionPattern& pat = find_pattern(name);
+    for (bool rel : {false, true}) {
+      const GsaCase c{name, small_params(pat), 300, pat.supports_causal(), 16, 2, 2, rel};
+      expect_matches_reference(case_graph(c), c);
+    }
   }
 }
 

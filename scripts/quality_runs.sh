@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 # Every run of these sweeps so far used the AVX2 kernels; runs continued on another machine (one with AVX-512, say)
-# keep that target, so seeds and points stay comparable bit for bit. SB_CPU_TARGET=... overrides it.
+# keep that target, so every seed and point of a sweep ran the same kernels. SB_CPU_TARGET=... overrides it.
 export SB_CPU_TARGET=${SB_CPU_TARGET:-AVX2}
 [ -x "$bin" ] || { echo "quality_runs.sh: $bin not found; build first (bash scripts/setup.sh --no-run)" >&2; exit 2; }
 for name in fig5_degree_bpc table4_context; do

@@ -186,8 +186,9 @@ void backward_impl(const GsaParams& p) {
   T* rel_partial = static_cast<T*>(p.workspace);
   // The edge cache follows the partials when the caller's workspace holds it (gsa_cpu_workspace_elems).
   const int64_t rel_elems = rel_partial_elems(p), cache_elems = edge_cache_elems(p);
-  T* pds = cache_elems > 0 && p.workspace != nullptr && p.workspace_bytes >= (rel_elems + cache_elems) * acc_bytes(p) ? rel_partial + rel_elems
-                                                                                          : nullptr;
+  const bool cached = cache_elems > 0 && p.workspace != nullptr &&
+                      p.workspace_bytes >= (rel_elems + cache_elems) * acc_bytes(p);
+  T* pds = cached ? rel_partial + rel_elems : nullptr;
   // Pieces' partial sums: dq [H, D] (+ d_rel [R, D]) per (row piece, batch); dk, dv [H, D] per (source piece, batch).
   const int64_t dq_state = HD + R * D;
   std::vector<T> dq_pieces(static_cast<size_t>(n_row_pieces * p.B * dq_state));

@@ -772,28 +772,25 @@ void dkv_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_ac
             probs[j] = pds[sg.edge[j] + h * 2];
             ds[j] = pds[sg.edge[j] + h * 2 + 1];
           }
-          group_axpy<false>(d, dk_acc + (i * H + h) * D, T(1), ds, sg.n, sg.q, h * p.q_strides.head, sg.q, D);
-          group_axpy<false>(d, dv_acc + (i * H + h) * D, T(1), probs, sg.n, sg.d_o, h * p.d_o_strides.head, sg.d_o,
-                            D);
-          continue;
-        }
-        const T* k_v[1] = {in.k + at(p.k_strides, b, grp.u[i])};
-        const T* v_v[1] = {in.v + at(p.v_strides, b, grp.u[i])};
-        const int padded = (sg.n + nl - 1) / nl * nl;
-        for (int j = 0; j < padded; ++j) {
-          lse_buf[j] = lse[sg.row[j] + h];
-          delta_buf[j] = delta[sg.row[j] + h];
-        }
-        for (int c = 0; c < sg.n; c += nl) {
-          const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
-          const V sd = group_dot<kFixedB, REL>(d, sg.q + c, h * p.q_strides.head, k_v, h * p.k_strides.head,
-                                               sg.r + c, D);
-          const V s = hn::IfThenElse(valid, hn::Mul(sd, scale), hn::Set(d, gsa_neg_inf<T>()));
-          const V pr = vexp(d, hn::Sub(s, hn::Load(d, lse_buf + c)));
-          const V dp = group_dot<kFixedB, false>(d, sg.d_o + c, h * p.d_o_strides.head, v_v, h * p.v_strides.head,
+        } else {
+          const T* k_v[1] = {in.k + at(p.k_strides, b, grp.u[i])};
+          const T* v_v[1] = {in.v + at(p.v_strides, b, grp.u[i])};
+          const int padded = (sg.n + nl - 1) / nl * nl;
+          for (int j = 0; j < padded; ++j) {
+            lse_buf[j] = lse[sg.row[j] + h];
+            delta_buf[j] = delta[sg.row[j] + h];
+          }
+          for (int c = 0; c < sg.n; c += nl) {
+            const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
+            const V sd = group_dot<kFixedB, REL>(d, sg.q + c, h * p.q_strides.head, k_v, h * p.k_strides.head,
                                                  sg.r + c, D);
-          hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Load(d, delta_buf + c))), d, ds + c);
-          hn::Store(pr, d, probs + c);
+            const V s = hn::IfThenElse(valid, hn::Mul(sd, scale), hn::Set(d, gsa_neg_inf<T>()));
+            const V pr = vexp(d, hn::Sub(s, hn::Load(d, lse_buf + c)));
+            const V dp = group_dot<kFixedB, false>(d, sg.d_o + c, h * p.d_o_strides.head, v_v,
+                                                   h * p.v_strides.head, sg.r + c, D);
+            hn::Store(hn::Mul(pr, hn::Sub(dp, hn::Load(d, delta_buf + c))), d, ds + c);
+            hn::Store(pr, d, probs + c);
+          }
         }
         group_axpy<false>(d, dk_acc + (i * H + h) * D, T(1), ds, sg.n, sg.q, h * p.q_strides.head, sg.q, D);
         group_axpy<false>(d, dv_acc + (i * H + h) * D, T(1), probs, sg.n, sg.d_o, h * p.d_o_strides.head, sg.d_o, D);

@@ -187,7 +187,7 @@ TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
 // The fields of a training result that go into the point's record.
 void record_train_result(const json& result, const std::string& out_dir, json& record) {
   for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size",
-                          "context_lens", "resumed_at_steps", "reused_from"}) {
+                          "context_lens", "resumed_at_steps", "reused_from", "attention_backend"}) {
     if (result.contains(key)) record[key] = result[key];
   }
   if (result.contains("timing")) record["timing"] = result["timing"];

@@ -235,13 +235,14 @@ def main():
                 print(f"{label:>40} {mode:>16}: {med * 1e3:9.2f} ms  {tokens / med:12.0f} tokens/s  "
                       f"[{backends[name]}]")
     # The fields `sparsebench plot` reads from a run.json, plus what this comparison ran.
-    description = (f"{pname}({ptext}) n={doc.get('n')} {'causal' if causal else 'bidirectional'}: the sparsebench op, "
+    description = (f"{pname}({ptext}) {'causal' if causal else 'bidirectional'}: the sparsebench op, "
                    f"FlexAttention with the graph's BlockMask and SDPA dense causal; B={args.batch} H={args.heads} "
                    f"D={args.dim} {args.dtype} on {args.device}")
     run_json = {"scenario_name": "flex_compare", "scenario": {"name": "flex_compare", "description": description},
                 "kind": "attention", "started": started, "libtorch": torch.__version__, "cpu": cpu_name(),
                 "hardware_threads": os.cpu_count(), "cuda_available": torch.cuda.is_available(),
-                "graph_file": os.path.abspath(args.graph_json), "pattern": pname, "params": params, "n": doc.get("n"),
+                "graph_files": previous_graph_files(args.out) + [os.path.abspath(args.graph_json)],
+                "pattern": pname, "params": params,
                 "causal": causal, "device": args.device, "dtype": args.dtype, "python": sys.version.split()[0],
                 "host": platform.node(), "threads": torch.get_num_threads(),
                 "simd_target": os.environ.get("SB_CPU_TARGET", "(best)"), "ops_library": args.ops_library}
@@ -252,6 +253,15 @@ def main():
           f"block mask {block_mask_s * 1e3:.1f} ms, first calls (compile) {compile_s:.1f} s; "
           f"max |op - flex| {err:.2g}")
     return 0
+
+
+def previous_graph_files(out_dir):
+    """Graph files of earlier invocations into the same run directory (each appends its records)."""
+    try:
+        with open(os.path.join(out_dir, "run.json")) as f:
+            return list(json.load(f).get("graph_files", []))
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def cpu_name():

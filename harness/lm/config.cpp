@@ -245,8 +245,8 @@ TrainConfig train_config_from_options(const std::vector<std::pair<std::string, s
     f.set(c, v);
     pattern_given = pattern_given || f.key == "pattern";
   }
-  if (c.model.attention == "dense" && pattern_given && c.model.pattern != "dense") {
-    throw Error(fmt::format("--attention dense is the plain dense baseline; it takes no --pattern (got '{}')",
+  if (is_dense_attention(c.model.attention) && pattern_given && c.model.pattern != "dense") {
+    throw Error(fmt::format("--attention {} is a dense baseline; it takes no --pattern (got '{}')", c.model.attention,
                             c.model.pattern));
   }
   if (c.out_dir.empty()) throw Error("--out: expected a directory, got an empty string");
@@ -272,7 +272,7 @@ std::vector<std::pair<std::string, std::string>> train_config_options(const Trai
       case FieldType::choice: {
         const std::string text = v.get<std::string>();
         // The dense baseline takes no pattern; an unset path keeps its default.
-        if (text.empty() || (f.key == "pattern" && cfg.model.attention == "dense")) break;
+        if (text.empty() || (f.key == "pattern" && is_dense_attention(cfg.model.attention))) break;
         out.emplace_back(f.flag, text);
         break;
       }
@@ -340,7 +340,7 @@ json model_config_json(const ModelConfig& cfg) {
   for (const FieldSpec& f : config_fields()) {
     if (f.model && f.recorded) out[f.key] = f.get(holder);
   }
-  if (cfg.attention == "dense") out["pattern"] = "dense (baseline)";
+  if (is_dense_attention(cfg.attention)) out["pattern"] = cfg.attention + " (baseline)";
   return out;
 }
 

@@ -26,7 +26,9 @@ namespace sb {
   F(pattern_params, Params, {}, params("pattern_params", "pattern parameter K=V, repeatable (e.g. --set k=4)")      \
                                     .flag("set"))                                                                   \
   F(attention, std::string, "graph",                                                                                \
-    choice("attention", {"graph", "dense"}, "graph (pattern graph attention) | dense (plain LibTorch baseline)"))    \
+    choice("attention", {"graph", "dense", "dense_naive"},                                                          \
+           "graph (pattern graph attention) | dense (best dense LibTorch op: SDPA on LibTorch >= 2) | "                \
+           "dense_naive (materialised scores, the paper's baseline)"))                                                \
   F(causal, bool, true, boolean("causal", "left-to-right attention (language models are causal)").no_flag())        \
   F(context, int64_t, 512, integer("context", 2, int64_t{1} << 20, "bytes per training window"))                   \
   F(layers, int64_t, 2, integer("layers", 1, 1024, "Transformer blocks").scenario("model", 6))                       \
@@ -104,6 +106,20 @@ struct TrainConfig {
 };
 
 #undef SB_DECLARE_FIELD
+
+// The dense baselines (no pattern graph): "dense" (the best dense LibTorch op) and "dense_naive".
+inline bool is_dense_attention(const std::string& attention) {
+  return attention == "dense" || attention == "dense_naive";
+}
+// Whether a dense baseline stores all T x T scores: dense_naive always; dense unless LibTorch runs it through
+// scaled_dot_product_attention's fused kernels (LibTorch >= 2.0: SB_DENSE_FUSED).
+inline bool dense_materialises(const std::string& attention) {
+#ifdef SB_DENSE_FUSED
+  return attention == "dense_naive";
+#else
+  return is_dense_attention(attention);
+#endif
+}
 
 enum class FieldType { integer, real, boolean, text, choice, params };
 

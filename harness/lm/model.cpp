@@ -162,6 +162,7 @@ torch::Tensor LanguageModelImpl::attend(size_t layer, const torch::Tensor& x, co
   torch::Tensor o;
   if (cfg_.attention == "graph") {
     o = graph_attention(q, k, v, b.rel_emb, sg.graph);  // [B, N, H, D]
+    if (attention_backend_.empty()) attention_backend_ = graph_attention_backend(x.device());
   } else if (b.rel_emb.defined()) {
     // Dense with clipped-distance relations, the same scores as the dense pattern's graph:
     // s_ij = q_i . (k_j + r[dist(i-j)]) / sqrt(D).
@@ -175,8 +176,11 @@ torch::Tensor LanguageModelImpl::attend(size_t layer, const torch::Tensor& x, co
       scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
     }
     o = torch::matmul(torch::softmax(scores, -1), v.permute({0, 2, 1, 3})).permute({0, 2, 1, 3});
+    attention_backend_ = "materialised (relative-position bias)";
   } else {
-    o = dense_attention(q, k, v, cfg_.causal);
+    const bool naive = cfg_.attention == "dense_naive";
+    if (attention_backend_.empty()) attention_backend_ = dense_attention_backend(q, k, v, cfg_.causal, naive);
+    o = naive ? dense_naive_attention(q, k, v, cfg_.causal) : dense_attention(q, k, v, cfg_.causal);
   }
   return o.reshape({B, N, cfg_.dim});
 }

@@ -584,6 +584,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                  {"distributed", distributed},
                  {"device", device_name(model->parameters().front().device())},
                  {"simd_target", gsa_cpu_target()},  // the CPU kernels' target (SB_CPU_TARGET pins it)
+                 {"attention_backend", model->attention_backend()},
                  {"git_commit", git_commit()},
                  {"torch_version", libtorch_version()},
                  {"evals", evals},

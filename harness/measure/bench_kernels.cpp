@@ -1,4 +1,4 @@
-// `sparsebench bench kernels`: graph attention (forward, forward+backward) vs the dense LibTorch op, one Google
+// `sparsebench bench kernels`: graph attention (forward, forward+backward) vs the dense LibTorch ops, one Google
 // Benchmark per point of a scenario file (default scenarios/bench_kernels.json; `--scenario FILE` picks another):
 // the axes are data, expanded by the scenario runner's expander, and timed with its FLOP count and GEMM yardstick.
 // Counters: edges_per_s (attended pairs per second), gflops (harness/measure/timing.h: 4*E*H*D*B forward, 3.5x
@@ -7,7 +7,7 @@
 // (the expander's skips, or more memory than is available). Graph attention forward+backward runs
 // graph_attention_forward + graph_attention_backward (what the autograd op runs); the dense op's backward goes
 // through LibTorch autograd. The CPU kernels' SIMD target (SB_CPU_TARGET pins it) is in the context block
-// (simd_target) and each graph point's label.
+// (simd_target) and each graph point's label; a dense point's label names its kernel (backend=sdpa:..., materialised).
 // e.g. sparsebench bench kernels --benchmark_filter='fwd/bpt' --benchmark_format=json
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -75,23 +75,25 @@ void bench_point(benchmark::State& state, const Scenario& s, const Point& p) {
   const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
   torch::manual_seed(static_cast<uint64_t>(s.seed));
   int64_t peak = 0;
-  if (p.attention == "dense") {
+  if (is_dense_attention(p.attention)) {
     // q, k, v, d_o: [B, T, H, D]
     const torch::Tensor q = torch::randn({b, p.length, h, d}, opts).requires_grad_(backward),
                         k = torch::randn({b, p.length, h, d}, opts).requires_grad_(backward),
                         v = torch::randn({b, p.length, h, d}, opts).requires_grad_(backward),
                         d_o = torch::randn({b, p.length, h, d}, opts);
+    const bool naive = p.attention == "dense_naive";
+    auto dense = [&] { return naive ? dense_naive_attention(q, k, v, p.causal) : dense_attention(q, k, v, p.causal); };
     auto run = [&] {
       if (!backward) {
         torch::NoGradGuard no_grad;
-        benchmark::DoNotOptimize(dense_attention(q, k, v, p.causal));
+        benchmark::DoNotOptimize(dense());
       } else {
-        const torch::Tensor o = dense_attention(q, k, v, p.causal);
-        benchmark::DoNotOptimize(torch::autograd::grad({o}, {q, k, v}, {d_o}));
+        benchmark::DoNotOptimize(torch::autograd::grad({dense()}, {q, k, v}, {d_o}));
       }
     };
     time_calls(state, s, device, run, &peak);
     set_counters(state, s, p, static_cast<double>(p.length) * static_cast<double>(p.length), backward, peak, device);
+    state.SetLabel(fmt::format("backend={}", dense_attention_backend(q, k, v, p.causal, naive)));
     return;
   }
   const Graph g = build_pattern(p.pattern, p.length, p.causal, p.params);

@@ -112,9 +112,9 @@ int64_t analytic_memory_bytes(const Scenario& s, const Point& p) {
   const double b = static_cast<double>(p.batch);
   const double nodes = static_cast<double>(p.stats.n_nodes);
   const double t = static_cast<double>(p.length);
-  // Floats one head keeps besides the node vectors: the dense op materialises scores and probabilities for
-  // all T x T pairs; the graph op keeps one log-sum-exp per node and never stores per-edge weights.
-  const double edge = p.attention == "dense" ? 2.0 * t * t : nodes;
+  // Floats one head keeps besides the node vectors: the materialised dense op stores scores and probabilities for
+  // all T x T pairs; the graph op and the fused dense kernels keep one log-sum-exp per node.
+  const double edge = dense_materialises(p.attention) ? 2.0 * t * t : nodes;
   const double graph = static_cast<double>(p.stats.bytes);
   const bool backward = p.mode != "forward";
   double floats = 0.0;
@@ -227,7 +227,7 @@ std::vector<Point> expand_scenario(const Scenario& s) {
               }
               resolved = resolve_params(pat, with);
               if (base.skip_reason.empty()) {
-                if (attention == "dense") {
+                if (is_dense_attention(attention)) {
                   base.stats = dense_op_stats(n, causal);
                 } else {
                   const Graph g = build_pattern(name, n, causal, resolved);
@@ -246,7 +246,10 @@ std::vector<Point> expand_scenario(const Scenario& s) {
               if (target && resolved.count(solve)) shown[solve] = resolved.at(solve);
               if (!shown.empty()) label += "(" + params_text(shown) + ")";
             }
-            if (attention == "dense" && !e.contains("label")) label += " [dense op]";
+            if (!e.contains("label")) {
+              if (attention == "dense") label += " [dense op]";
+              if (attention == "dense_naive") label += " [dense naive]";
+            }
             base.label = label;
             for (const auto& [tokens, batch] : sizes) {
               for (const json& tv : threads) {

@@ -102,13 +102,16 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
   const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device).requires_grad(backward);
   torch::Tensor q, k, v, rel_emb;
   std::function<torch::Tensor()> op;
-  if (p.attention == "dense") {
+  if (is_dense_attention(p.attention)) {
     // q, k, v: [B, T, H, D]
     q = torch::randn({b, p.length, h, d}, opts);
     k = torch::randn({b, p.length, h, d}, opts);
     v = torch::randn({b, p.length, h, d}, opts);
-    op = [&] { return dense_attention(q, k, v, p.causal); };
+    const bool naive = p.attention == "dense_naive";
+    record["attention_backend"] = dense_attention_backend(q, k, v, p.causal, naive);
+    op = [&, naive] { return naive ? dense_naive_attention(q, k, v, p.causal) : dense_attention(q, k, v, p.causal); };
   } else {
+    record["attention_backend"] = graph_attention_backend(device);
     const TorchGraph& g = cached_graph(p, device);
     // q, k, v: [B, N, H, D] over all graph nodes; rel_emb: [R, D]
     q = torch::randn({b, g.n_nodes, h, d}, opts);
@@ -130,8 +133,8 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
     op().sum().backward();
   };
   time_work(s, p, device, work, record);
-  // The dense op computes all T*T pairs even when causal.
-  const double pairs = p.attention == "dense" ? static_cast<double>(p.length) * static_cast<double>(p.length)
+  // Work counts all T*T pairs for the dense ops, causal or not (the naive op computes them all).
+  const double pairs = is_dense_attention(p.attention) ? static_cast<double>(p.length) * static_cast<double>(p.length)
                                               : static_cast<double>(p.stats.n_edges);
   const double flops = attention_flops(pairs, b, h, d, backward);
   const double med = record["median_s"].get<double>();
@@ -167,6 +170,7 @@ void measure_model(const Scenario& s, const Point& p, torch::Device device, json
     torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1})).backward();
   };
   time_work(s, p, device, work, record);
+  record["attention_backend"] = model->attention_backend();
 }
 
 // The trainer configuration of a training point: the point's typed config, writing under `out_dir`. A point that
@@ -183,7 +187,7 @@ TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
 // The fields of a training result that go into the point's record.
 void record_train_result(const json& result, const std::string& out_dir, json& record) {
   for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size",
-                          "context_lens", "resumed_at_steps", "reused_from"}) {
+                          "context_lens", "resumed_at_steps", "reused_from", "attention_backend"}) {
     if (result.contains(key)) record[key] = result[key];
   }
   if (result.contains("timing")) record["timing"] = result["timing"];

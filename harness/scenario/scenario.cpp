@@ -254,8 +254,8 @@ void validate_pattern_entry(const Checker& c, const json& e, const std::string& 
   if (e.contains("label")) c.string(e["label"], child(ptr, "label"));
   if (e.contains("max_length")) c.integer(e["max_length"], child(ptr, "max_length"), 1);
   if (e.contains("attention")) {
-    const std::string a = c.choice(e["attention"], child(ptr, "attention"), {"graph", "dense"});
-    if (a == "dense" && name != "dense") {
+    const std::string a = c.choice(e["attention"], child(ptr, "attention"), {"graph", "dense", "dense_naive"});
+    if (is_dense_attention(a) && name != "dense") {
       c.fail(child(ptr, "attention"), fmt::format("the dense op computes dense attention only; use it with "
                                                   "pattern \"dense\", not \"{}\"", name));
     }

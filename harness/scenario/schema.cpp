@@ -96,8 +96,10 @@ json scenario_schema() {
       {"properties",
        {{"name", {{"type", "string"}, {"description", "A registered pattern."}}},
         {"label", {{"type", "string"}, {"minLength", 1}, {"description", "Series name in plots."}}},
-        {"attention", {{"enum", {"graph", "dense"}}, {"default", "graph"},
-                       {"description", "dense: the plain LibTorch dense op (pattern dense only)."}}},
+        {"attention", {{"enum", {"graph", "dense", "dense_naive"}}, {"default", "graph"},
+                       {"description", "dense: the best dense LibTorch op (scaled_dot_product_attention on "
+                                       "LibTorch >= 2, materialised on 1.13); dense_naive: materialised scores, "
+                                       "the paper's baseline (pattern dense only)."}}},
         {"degree", axis({{"type", "number"}, {"exclusiveMinimum", 0}, {"exclusiveMaximum", kMaxLength}})},
         {"solve", {{"type", "string"},
                    {"description", "The parameter solved for degree; default the first parameter not given."}}},

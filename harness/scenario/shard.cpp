@@ -90,7 +90,7 @@ double point_cost(const Scenario& s, const Point& p) {
   const double b = static_cast<double>(p.batch), t = static_cast<double>(p.length);
   const double nodes = static_cast<double>(p.stats.n_nodes);
   // The dense op computes every pair even when causal.
-  const double pairs = p.attention == "dense" ? t * t : static_cast<double>(p.stats.n_edges);
+  const double pairs = is_dense_attention(p.attention) ? t * t : static_cast<double>(p.stats.n_edges);
   const bool backward = p.mode != "forward";
   if (s.kind == "attention") {
     const double pass = 4.0 * pairs * b * static_cast<double>(s.attention.heads * s.attention.head_dim);

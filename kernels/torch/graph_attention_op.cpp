@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>  // fmt::join (in format.h before fmt 11)
 #include <limits>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include "kernels/gsa_backend.h"
 #include "kernels/gsa_host_graph.h"
@@ -411,10 +412,19 @@ std::vector<torch::Tensor> graph_attention_backward(const torch::Tensor& d_o, co
 
 std::string graph_attention_backend(torch::Device device) { return backend_for(device).name(); }
 
-torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal) {
+namespace {
+
+void check_dense_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   if (q.dim() != 4) throw Error(fmt::format("q must have shape (B, T, H, D), got {}", shape_str(q)));
   if (k.sizes() != q.sizes()) throw Error(fmt::format("k must have shape {} like q, got {}", shape_str(q), shape_str(k)));
   if (v.sizes() != q.sizes()) throw Error(fmt::format("v must have shape {} like q, got {}", shape_str(q), shape_str(v)));
+}
+
+}  // namespace
+
+torch::Tensor dense_naive_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    bool causal) {
+  check_dense_inputs(q, k, v);
   // [B, T, H, D] -> [B, H, T, D]
   // q is scaled before the product so the [B, H, T, T] scores are materialised once
   const torch::Tensor qt = (q * (1.0 / std::sqrt(static_cast<double>(q.size(3))))).transpose(1, 2);
@@ -426,6 +436,39 @@ torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, co
     scores.masked_fill_(future, -std::numeric_limits<double>::infinity());
   }
   return torch::matmul(torch::softmax(scores, -1), vt).transpose(1, 2).contiguous();
+}
+
+torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal) {
+#if TORCH_VERSION_MAJOR >= 2
+  check_dense_inputs(q, k, v);
+  // [B, T, H, D] -> [B, H, T, D]; the default scale is 1/sqrt(D), as in the naive path
+  return at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), {}, 0.0, causal)
+      .transpose(1, 2)
+      .contiguous();
+#else
+  return dense_naive_attention(q, k, v, causal);
+#endif
+}
+
+std::string dense_attention_backend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    bool causal, bool naive) {
+  check_dense_inputs(q, k, v);
+#if TORCH_VERSION_MAJOR >= 2
+  if (!naive) {
+    // The same choice scaled_dot_product_attention makes (at::SDPBackend numbering, stable since 2.0).
+    switch (at::_fused_sdp_choice(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), {}, 0.0, causal)) {
+      case 0: return "sdpa:math";
+      case 1: return "sdpa:flash_attention";
+      case 2: return "sdpa:efficient_attention";
+      case 3: return "sdpa:cudnn_attention";
+      default: return "sdpa:other";
+    }
+  }
+#else
+  (void)causal;
+  (void)naive;
+#endif
+  return "materialised";
 }
 
 }  // namespace sb
@@ -450,6 +493,7 @@ TORCH_LIBRARY(sparsebench, m) {
   // Host graph preparations made by this process (a prepared graph is reused: calls add none).
   m.def("graph_preparations() -> int", [] { return sb::GsaHostGraph::preparations(); });
   m.def("dense_attention(Tensor q, Tensor k, Tensor v, bool causal) -> Tensor", &sb::dense_attention);
+  m.def("dense_naive_attention(Tensor q, Tensor k, Tensor v, bool causal) -> Tensor", &sb::dense_naive_attention);
 }
 
 TORCH_LIBRARY_IMPL(sparsebench, CPU, m) {

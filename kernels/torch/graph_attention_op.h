@@ -64,8 +64,17 @@ std::vector<torch::Tensor> graph_attention_backward(const torch::Tensor& d_o, co
 // Name of the kernel backend calls on `device` use (e.g. "cpu:AVX2", "cuda"); throws sb::Error when none.
 std::string graph_attention_backend(torch::Device device);
 
-// Dense baseline in plain LibTorch (matmul, softmax, matmul), causal or not.
-// q, k, v: [B, T, H, D]; returns [B, T, H, D].
+// Dense baselines, causal or not; q, k, v: [B, T, H, D]; return [B, T, H, D].
+// dense_attention is the best dense attention LibTorch has: at::scaled_dot_product_attention on LibTorch >= 2.0
+// (its fused FlashAttention, memory-efficient, cuDNN or CPU flash kernels; no mask is materialised), and the
+// materialised path on LibTorch 1.13, which has no fused kernel.
 torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal);
+// dense_naive_attention materialises every score (matmul, mask, softmax, matmul): the paper's own baseline.
+torch::Tensor dense_naive_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    bool causal);
+// The kernel a dense call on these inputs runs, as records name it: "sdpa:flash_attention",
+// "sdpa:efficient_attention", "sdpa:cudnn_attention", "sdpa:math" or "materialised" (naive: dense_naive_attention).
+std::string dense_attention_backend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    bool causal, bool naive);
 
 }  // namespace sb

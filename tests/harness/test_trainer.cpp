@@ -13,6 +13,7 @@
 #include "harness/measure/device.h"
 #include "common/error.h"
 #include "kernels/gsa_cpu.h"
+#include "kernels/torch/graph_attention_op.h"
 #include "tests/scenarios/temp_dir.h"  // remove_tree: fs::remove_all segfaulted with the pip LibTorch
 
 namespace {
@@ -129,6 +130,7 @@ TEST(Train, ResumeReproducesUninterruptedRun) {
   ASSERT_EQ(full["status"], "ok");
   ASSERT_EQ(full["steps"], 12);
   EXPECT_EQ(full["simd_target"], sb::gsa_cpu_target());  // the record names the kernels' target that ran
+  EXPECT_EQ(full["attention_backend"], sb::graph_attention_backend(torch::kCPU));
   EXPECT_EQ(full["world_size"], 1);
 
   auto part = tiny(data, base + "/part");

@@ -291,18 +291,41 @@ TEST(GsaOp, NamesItsBackend) {
                "graph_attention: q is on meta; only CPU and CUDA are supported");
 }
 
-// dense_attention equals the reference on the dense pattern (whose token graph is all pairs).
-TEST(GsaOp, DenseBaselineMatchesReference) {
-  for (bool causal : {false, true}) {
-    const GsaCase c{"dense", {}, 33, causal, 16, 2, 2, false};
-    const Graph g = build_pattern("dense", c.n, causal);
-    const RefProblem p = make_problem(c, g);
-    const RefResult ref = reference_attention(p, DenseMask(g), {});
-    const std::vector<int64_t> shape = {p.B, p.N, p.H, p.D};
-    const torch::Tensor o = dense_attention(to_tensor(p.q, shape, torch::kFloat64), to_tensor(p.k, shape, torch::kFloat64),
-                                            to_tensor(p.v, shape, torch::kFloat64), causal);
-    EXPECT_LT(max_abs_diff(to_vector(o), ref.o), 1e-12) << "causal=" << causal;
+// Both dense baselines (dense_attention: SDPA on LibTorch >= 2; dense_naive_attention: materialised) equal the
+// reference on the dense pattern (whose token graph is all pairs), outputs and gradients, and name their kernel.
+TEST(GsaOp, DenseBaselinesMatchReference) {
+  for (bool naive : {false, true}) {
+    for (bool causal : {false, true}) {
+      const GsaCase c{"dense", {}, 33, causal, 16, 2, 2, false};
+      const Graph g = build_pattern("dense", c.n, causal);
+      const RefProblem p = make_problem(c, g);
+      const std::vector<double> d_o = make_d_o(c, g);
+      const RefResult ref = reference_attention(p, DenseMask(g), d_o);
+      const std::vector<int64_t> shape = {p.B, p.N, p.H, p.D};
+      const torch::Tensor q = to_tensor(p.q, shape, torch::kFloat64).requires_grad_(),
+                          k = to_tensor(p.k, shape, torch::kFloat64).requires_grad_(),
+                          v = to_tensor(p.v, shape, torch::kFloat64).requires_grad_();
+      const torch::Tensor o = naive ? dense_naive_attention(q, k, v, causal) : dense_attention(q, k, v, causal);
+      const std::string what = fmt::format("naive={} causal={}", naive, causal);
+      EXPECT_LT(max_abs_diff(to_vector(o), ref.o), 1e-12) << what;
+      const auto grads = torch::autograd::grad({o}, {q, k, v}, {to_tensor(d_o, shape, torch::kFloat64)});
+      EXPECT_LT(max_abs_diff(to_vector(grads[0]), ref.dq), 1e-12) << what;
+      EXPECT_LT(max_abs_diff(to_vector(grads[1]), ref.dk), 1e-12) << what;
+      EXPECT_LT(max_abs_diff(to_vector(grads[2]), ref.dv), 1e-12) << what;
+      const std::string backend = dense_attention_backend(q, k, v, causal, naive);
+#if TORCH_VERSION_MAJOR >= 2
+      if (naive) EXPECT_EQ(backend, "materialised");
+      else EXPECT_EQ(backend.rfind("sdpa:", 0), 0u) << backend;
+#else
+      EXPECT_EQ(backend, "materialised") << "LibTorch 1.13 has no fused dense kernel";
+#endif
+    }
   }
+  expect_error([] { dense_attention(torch::zeros({2, 3, 4}), torch::zeros({2, 3, 4}), torch::zeros({2, 3, 4}), true); },
+               "q must have shape (B, T, H, D), got (2, 3, 4)");
+  expect_error([] { dense_naive_attention(torch::zeros({1, 3, 2, 4}), torch::zeros({1, 2, 2, 4}),
+                                          torch::zeros({1, 3, 2, 4}), true); },
+               "k must have shape (1, 3, 2, 4) like q, got (1, 2, 2, 4)");
 }
 
 // The op as Python calls it: prepare_graph, then sparsebench::graph_attention through the dispatcher

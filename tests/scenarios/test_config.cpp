@@ -2,6 +2,7 @@
 // expanded point's typed config; ranges reject absurd values; scenarios/schema.json is the generated schema.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <set>
 
 #include "common/error.h"
@@ -101,6 +102,17 @@ TEST(ConfigFields, AbsurdValuesAreRefusedWithTheirName) {
   EXPECT_EQ(cli_error("layers", "0"), "--layers: expected an integer in [1, 1024], got 0");
   EXPECT_EQ(cli_error("device", "tpu"), "--device: expected 'cpu' or 'cuda', got 'tpu'");
   EXPECT_EQ(cli_error("steps", "12x"), "--steps: expected an integer, got '12x'");
+  EXPECT_EQ(cli_error("attention", "flash"),
+            "--attention: expected one of 'graph', 'dense', 'dense_naive', got 'flash'");
+  for (const char* dense : {"dense", "dense_naive"}) {
+    try {
+      train_config_from_options({{"attention", dense}, {"pattern", "bpt"}});
+      ADD_FAILURE() << dense << " with a pattern was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("--attention {} is a dense baseline; it takes no --pattern (got 'bpt')", dense));
+    }
+  }
   auto scenario_error = [](const std::string& text) {
     try {
       scenario_from_json(json::parse(text), "absurd.json");

@@ -47,6 +47,28 @@ TEST(Expand, CountsTheProductOfAxes) {
   EXPECT_EQ(pts[0].fingerprint, build_pattern("window", 16, false, {{"w", 4}}).fingerprint());
 }
 
+// The two dense baselines: labelled apart; the naive one is estimated with its T x T scores, the fused one (SDPA
+// on LibTorch >= 2) without them.
+TEST(Expand, DenseBaselinesAreTwoSeries) {
+  const Scenario s = make(R"({"kind": "attention", "axes": {
+      "patterns": [{"name": "dense", "attention": "dense"}, {"name": "dense", "attention": "dense_naive"}],
+      "lengths": [1024], "causal": true, "modes": "forward", "batch": 1}})");
+  const std::vector<Point> pts = expand_scenario(s);
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0].label, "dense [dense op]");
+  EXPECT_EQ(pts[1].label, "dense [dense naive]");
+  EXPECT_EQ(pts[1].attention, "dense_naive");
+  EXPECT_EQ(pts[1].stats.n_tokens, 1024);
+  // forward: q, k, v, o of 1024 x 8 x 64 floats, plus 2 x 1024^2 floats per head when scores are materialised
+  const int64_t io = 4 * 4 * 1024 * 8 * 64, scores = 4 * 8 * 2 * 1024 * 1024;
+  EXPECT_EQ(pts[1].analytic_bytes, io + scores);
+#ifdef SB_DENSE_FUSED
+  EXPECT_EQ(pts[0].analytic_bytes, io + 4 * 8 * 1024);
+#else
+  EXPECT_EQ(pts[0].analytic_bytes, io + scores);
+#endif
+}
+
 // Seeds are the outermost axis: every configuration once per seed, its config_id shared, its config seeded.
 TEST(Expand, SeedsAxisRepeatsEveryConfigurationPerSeed) {
   const Scenario s = make(R"({"kind": "train", "axes": {"patterns": [{"name": "bpt", "k": 2},

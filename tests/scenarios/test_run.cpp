@@ -7,6 +7,7 @@
 #include "harness/cli/cli.h"
 #include "harness/measure/device.h"
 #include "harness/scenario/records.h"
+#include "kernels/torch/graph_attention_op.h"
 #include "common/error.h"
 #include "tests/scenarios/temp_dir.h"
 
@@ -57,6 +58,13 @@ TEST(Run, AttentionKindMeasuresEveryPoint) {
     EXPECT_GE(rec["peak_bytes"].get<int64_t>(), out_bytes) << rec.dump();
     EXPECT_GT(rec["gemm_fraction"].get<double>(), 0.0);
     EXPECT_EQ(rec["threads_used"], 1);
+    // The kernel that ran: the CPU backend for graphs; SDPA (LibTorch >= 2) or the materialised path for dense.
+    const std::string backend = rec["attention_backend"].get<std::string>();
+    if (rec["attention"] == "dense") {
+      EXPECT_TRUE(backend == "materialised" || backend.rfind("sdpa:", 0) == 0) << backend;
+    } else {
+      EXPECT_EQ(backend, graph_attention_backend(torch::kCPU));
+    }
   }
   EXPECT_EQ(ok, 10);
   EXPECT_EQ(skipped, 2);
@@ -83,6 +91,8 @@ TEST(Run, ModelKindForwardAndTrainingStep) {
     EXPECT_GE(rec["peak_total_bytes"].get<int64_t>(), rec["live_before_bytes"].get<int64_t>());
     EXPECT_EQ(rec["samples_s"].size(), 2u);
     EXPECT_EQ(rec["mode"], &rec == &r.records[0] || &rec == &r.records[2] ? "forward" : "forward_backward");
+    EXPECT_EQ(rec["attention_backend"], rec["attention"] == "graph" ? graph_attention_backend(torch::kCPU)
+                                                                  : "materialised (relative-position bias)");
   }
 }
 

@@ -165,6 +165,11 @@ TEST(Validate, ImpossibleValues) {
   d["axes"]["patterns"][1]["attention"] = "dense";
   EXPECT_EQ(error_of_doc(d).rfind("fig7.json: /axes/patterns/1/attention: the dense op computes dense attention only", 0), 0u)
       << error_of_doc(d);
+  d["axes"]["patterns"][1]["attention"] = "dense_naive";
+  EXPECT_EQ(error_of_doc(d).rfind("fig7.json: /axes/patterns/1/attention: the dense op computes dense attention only", 0), 0u)
+      << error_of_doc(d);
+  d["axes"]["patterns"][1]["attention"] = "flash";
+  EXPECT_EQ(error_of_doc(d).rfind("fig7.json: /axes/patterns/1/attention: expected one of", 0), 0u) << error_of_doc(d);
 }
 
 // Training sizes its batch from /train/batch or from tokens per step over the context, never both.

@@ -162,7 +162,6 @@ torch::Tensor LanguageModelImpl::attend(size_t layer, const torch::Tensor& x, co
   torch::Tensor o;
   if (cfg_.attention == "graph") {
     o = graph_attention(q, k, v, b.rel_emb, sg.graph);  // [B, N, H, D]
-    if (attention_backend_.empty()) attention_backend_ = graph_attention_backend(x.device());
   } else if (b.rel_emb.defined()) {
     // Dense with clipped-distance relations, the same scores as the dense pattern's graph:
     // s_ij = q_i . (k_j + r[dist(i-j)]) / sqrt(D).
@@ -176,13 +175,20 @@ torch::Tensor LanguageModelImpl::attend(size_t layer, const torch::Tensor& x, co
       scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
     }
     o = torch::matmul(torch::softmax(scores, -1), v.permute({0, 2, 1, 3})).permute({0, 2, 1, 3});
-    attention_backend_ = "materialised (relative-position bias)";
   } else {
     const bool naive = cfg_.attention == "dense_naive";
-    if (attention_backend_.empty()) attention_backend_ = dense_attention_backend(q, k, v, cfg_.causal, naive);
     o = naive ? dense_naive_attention(q, k, v, cfg_.causal) : dense_attention(q, k, v, cfg_.causal);
   }
   return o.reshape({B, N, cfg_.dim});
+}
+
+std::string LanguageModelImpl::attention_backend() const {
+  const torch::Tensor w = embed_->weight;
+  if (cfg_.attention == "graph") return graph_attention_backend(w.device());
+  if (blocks_.front().rel_emb.defined()) return "materialised (relative-position bias)";
+  // The kernel choice reads shapes, dtype and device only: an uninitialised [1, T, H, D] stands for q, k and v.
+  const torch::Tensor q = torch::empty({1, cfg_.context, cfg_.heads, cfg_.dim / cfg_.heads}, w.options());
+  return dense_attention_backend(q, q, q, cfg_.causal, cfg_.attention == "dense_naive");
 }
 
 torch::Tensor LanguageModelImpl::forward(const torch::Tensor& bytes) {

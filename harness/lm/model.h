@@ -44,9 +44,10 @@ class LanguageModelImpl : public torch::nn::Module {
   const SequenceGraph& sequence_graph(int64_t n);
   // The pattern parameters after defaults were filled in (empty for the dense baseline).
   const Params& resolved_params() const { return resolved_params_; }
-  // The attention kernel the last forward ran ("cpu:AVX2", "sdpa:flash_attention", "materialised", ...; records
-  // name it); "" before the first forward.
-  const std::string& attention_backend() const { return attention_backend_; }
+  // The attention kernel a forward at full context runs on the model's device and dtype ("cpu:AVX2",
+  // "sdpa:flash_attention", "materialised", ...; records name it). From the configuration, not from a past call, so
+  // a run resumed with nothing left to compute records the same.
+  std::string attention_backend() const;
 
  private:
   torch::Tensor attend(size_t layer, const torch::Tensor& x, const SequenceGraph& sg);
@@ -54,7 +55,6 @@ class LanguageModelImpl : public torch::nn::Module {
 
   ModelConfig cfg_;
   Params resolved_params_;
-  std::string attention_backend_;
   std::vector<std::string> relations_;
   std::map<std::string, uint16_t> relation_ids_;
   std::map<std::string, SequenceGraph> graphs_;  // cache keyed by "length@device"

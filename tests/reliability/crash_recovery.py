@@ -93,7 +93,9 @@ def sweep(b, work, rng, log):
     a, c = records(ref), records(cut)
     if a != c:
         diff = [k for k in a if a.get(k) != c.get(k)] + [k for k in c if k not in a]
-        raise Failure(f"sweep records differ after {kills} kills at points {diff} ({log})")
+        fields = sorted({f for k in diff if k in a and k in c for f in set(a[k]) | set(c[k])
+                         if a[k].get(f) != c[k].get(f)})
+        raise Failure(f"sweep records differ after {kills} kills at points {diff} in fields {fields} ({log})")
     if any(r["status"] != "ok" for r in c.values()):
         raise Failure("a point of the resumed sweep did not finish ok")
     return kills

@@ -176,8 +176,7 @@ torch::Tensor LanguageModelImpl::attend(size_t layer, const torch::Tensor& x, co
     }
     o = torch::matmul(torch::softmax(scores, -1), v.permute({0, 2, 1, 3})).permute({0, 2, 1, 3});
   } else {
-    const bool naive = cfg_.attention == "dense_naive";
-    o = naive ? dense_naive_attention(q, k, v, cfg_.causal) : dense_attention(q, k, v, cfg_.causal);
+    o = dense_baseline(q, k, v, cfg_.causal, cfg_.attention == "dense_naive");
   }
   return o.reshape({B, N, cfg_.dim});
 }

@@ -82,7 +82,7 @@ void bench_point(benchmark::State& state, const Scenario& s, const Point& p) {
                         v = torch::randn({b, p.length, h, d}, opts).requires_grad_(backward),
                         d_o = torch::randn({b, p.length, h, d}, opts);
     const bool naive = p.attention == "dense_naive";
-    auto dense = [&] { return naive ? dense_naive_attention(q, k, v, p.causal) : dense_attention(q, k, v, p.causal); };
+    auto dense = [&] { return dense_baseline(q, k, v, p.causal, naive); };
     auto run = [&] {
       if (!backward) {
         torch::NoGradGuard no_grad;

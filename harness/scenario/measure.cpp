@@ -109,7 +109,7 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
     v = torch::randn({b, p.length, h, d}, opts);
     const bool naive = p.attention == "dense_naive";
     record["attention_backend"] = dense_attention_backend(q, k, v, p.causal, naive);
-    op = [&, naive] { return naive ? dense_naive_attention(q, k, v, p.causal) : dense_attention(q, k, v, p.causal); };
+    op = [&, naive] { return dense_baseline(q, k, v, p.causal, naive); };
   } else {
     record["attention_backend"] = graph_attention_backend(device);
     const TorchGraph& g = cached_graph(p, device);

@@ -72,6 +72,11 @@ torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, co
 // dense_naive_attention materialises every score (matmul, mask, softmax, matmul): the paper's own baseline.
 torch::Tensor dense_naive_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                     bool causal);
+// The dense baseline a model or scenario names: dense_naive_attention when `naive`, else dense_attention.
+inline torch::Tensor dense_baseline(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    bool causal, bool naive) {
+  return naive ? dense_naive_attention(q, k, v, causal) : dense_attention(q, k, v, causal);
+}
 // The kernel a dense call on these inputs runs, as records name it: "sdpa:flash_attention",
 // "sdpa:efficient_attention", "sdpa:cudnn_attention", "sdpa:math" or "materialised" (naive: dense_naive_attention).
 std::string dense_attention_backend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -61,8 +61,9 @@ std::vector<torch::Tensor> graph_attention_backward(const torch::Tensor& d_o, co
                                                     const torch::Tensor& rel_emb, const torch::Tensor& o,
                                                     const torch::Tensor& lse, const TorchGraph& graph);
 
-// Name of the kernel backend calls on `device` use (e.g. "cpu:AVX2", "cuda"); throws sb::Error when none.
-std::string graph_attention_backend(torch::Device device);
+// Name of the kernel backend calls on `device` in `dtype` use (e.g. "cpu:AVX2", "cuda", "cpu:AVX2 (bfloat16 staged
+// to float32)"); throws sb::Error when none.
+std::string graph_attention_backend(torch::Device device, c10::ScalarType dtype = torch::kFloat32);
 
 // Dense baselines, causal or not; q, k, v: [B, T, H, D]; return [B, T, H, D].
 // dense_attention is the best dense attention LibTorch has: at::scaled_dot_product_attention on LibTorch >= 2.0

@@ -23,16 +23,6 @@ extern "C" void sb_graph_attention_op_registrations() {}
 
 namespace sb {
 
-namespace {
-
-using op::GraphRef;
-
-std::string shape_str(const torch::Tensor& t) {
-  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
-  return fmt::format("({})", fmt::join(s, ", "));
-}
-
-// dtype names as Python spells them (float32, bfloat16, int64, ...)
 std::string dtype_name(c10::ScalarType s) {
   switch (s) {
     case torch::kFloat32: return "float32";
@@ -47,6 +37,15 @@ std::string dtype_name(c10::ScalarType s) {
     case torch::kBool: return "bool";
     default: return c10::toString(s);
   }
+}
+
+namespace {
+
+using op::GraphRef;
+
+std::string shape_str(const torch::Tensor& t) {
+  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
+  return fmt::format("({})", fmt::join(s, ", "));
 }
 
 std::string dtype_str(const torch::Tensor& t) { return dtype_name(t.scalar_type()); }
@@ -186,6 +185,10 @@ GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torc
   p.graph.rel_ptr = graph.rel_ptr.data_ptr<int64_t>();
   p.graph.rel_edge = graph.rel_edge.data_ptr<int32_t>();
   p.graph.rel_dst = graph.rel_dst.data_ptr<int32_t>();
+  p.graph.rows = gsa_schedule_view(graph.row_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.row_pieces,
+                                   graph.row_split);
+  p.graph.srcs = gsa_schedule_view(graph.src_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.src_pieces,
+                                   graph.src_split);
   p.q = q.data_ptr();
   p.k = k.data_ptr();
   p.v = v.data_ptr();
@@ -312,6 +315,12 @@ std::tuple<torch::Tensor, torch::Tensor> forward_on_device(const torch::Tensor& 
   p.o = o.data_ptr();
   p.o_strides = strides_of(o);
   p.lse = lse.data_ptr();
+  torch::Tensor workspace;
+  if (const int64_t bytes = backend.forward_workspace_bytes(p); bytes > 0) {
+    workspace = torch::empty({bytes}, q.options().dtype(torch::kUInt8));
+    p.workspace = workspace.data_ptr();
+    p.workspace_bytes = bytes;
+  }
   backend.forward(p, stream);
   return {o, lse};
 }
@@ -384,6 +393,15 @@ TorchGraph TorchGraph::from_host(const GsaHostGraph& h, torch::Device device) {
   t.rel_ptr = upload(h.rel_ptr.data(), h.n_relations + 1, torch::kInt64, device);
   t.rel_edge = upload(h.rel_edge.data(), ne, torch::kInt32, device);
   t.rel_dst = upload(h.rel_dst.data(), ne, torch::kInt32, device);
+  const auto schedule = [&](const GsaPackedSchedule& s) {
+    return upload(s.data.data(), static_cast<int64_t>(s.data.size()), torch::kInt64, device);
+  };
+  t.row_schedule = schedule(h.row_schedule);
+  t.src_schedule = schedule(h.src_schedule);
+  t.row_pieces = h.row_schedule.n_pieces;
+  t.row_split = h.row_schedule.n_split;
+  t.src_pieces = h.src_schedule.n_pieces;
+  t.src_split = h.src_schedule.n_split;
   return t;
 }
 

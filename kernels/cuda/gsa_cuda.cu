@@ -137,6 +137,24 @@ __device__ __forceinline__ A warp_dot(const A (&a)[P], const T* x, int64_t D, in
   return warp_sum(part);
 }
 
+// Stores x * scale to the D values at out (lane holds d = lane + 32 i).
+template <int P, typename T, typename A>
+__device__ __forceinline__ void store_row(T* out, const A (&x)[P], A scale, int64_t D, int lane) {
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int64_t d = lane + kWarp * i;
+    if (d < D) store(out + d, x[i] * scale);
+  }
+}
+
+// A finished row's o = acc / l and its lse.
+template <int P, typename T, typename A>
+__device__ __forceinline__ void finish_row(const GsaParams& p, int64_t b, int64_t u, int64_t h,
+                                           const GsaSoftmaxState<A>& st, const A (&acc)[P], int lane) {
+  store_row<P>(static_cast<T*>(p.o) + offset(p.o_strides, b, u, h), acc, gsa_inv_norm(st), p.D, lane);
+  if (lane == 0) static_cast<A*>(p.lse)[(b * p.N + u) * p.H + h] = gsa_lse(st);
+}
+
 // Forward of scheduled tasks: a whole row writes o and lse; a piece its unnormalised state into
 // pieces [n_pieces, B, H, D + 2] (acc, then m and l), merged by forward_merge_kernel.
 template <int P, typename T>
@@ -172,27 +190,16 @@ __global__ void forward_kernel(GsaParams p, typename GsaAcc<T>::type* pieces) {
       acc[i] = acc[i] * alpha + (d < p.D ? pr * load(v_src + d) : A(0));
     }
   }
-  if (t.piece >= 0) {
-    A* out = pieces + ((t.piece * p.B + b) * p.H + h) * (p.D + 2);
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int64_t d = lane + kWarp * i;
-      if (d < p.D) out[d] = acc[i];
-    }
-    if (lane == 0) {
-      out[p.D] = st.m;
-      out[p.D + 1] = st.l;
-    }
+  if (t.piece < 0) {
+    finish_row<P, T>(p, b, u, h, st, acc, lane);
     return;
   }
-  const A inv = gsa_inv_norm(st);
-  T* o = static_cast<T*>(p.o) + offset(p.o_strides, b, u, h);
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t d = lane + kWarp * i;
-    if (d < p.D) store(o + d, acc[i] * inv);
+  A* out = pieces + ((t.piece * p.B + b) * p.H + h) * (p.D + 2);
+  store_row<P>(out, acc, A(1), p.D, lane);
+  if (lane == 0) {
+    out[p.D] = st.m;
+    out[p.D + 1] = st.l;
   }
-  if (lane == 0) static_cast<A*>(p.lse)[(b * p.N + u) * p.H + h] = gsa_lse(st);
 }
 
 // A split row's o and lse from its pieces' states, in piece order (the CPU kernels' merge).
@@ -224,14 +231,7 @@ __global__ void forward_merge_kernel(GsaParams p, const typename GsaAcc<T>::type
       if (d < p.D) acc[k] += alpha * pc[d];
     }
   }
-  const A inv = gsa_inv_norm(st);
-  T* o = static_cast<T*>(p.o) + offset(p.o_strides, b, u, h);
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    const int64_t d = lane + kWarp * k;
-    if (d < p.D) store(o + d, acc[k] * inv);
-  }
-  if (lane == 0) static_cast<A*>(p.lse)[(b * p.N + u) * p.H + h] = gsa_lse(st);
+  finish_row<P, T>(p, b, u, h, st, acc, lane);
 }
 
 // delta = dO . O per (b, u, h)
@@ -289,19 +289,9 @@ __global__ void dq_kernel(GsaParams p, typename GsaAcc<T>::type* edge_ds, typena
     if (edge_ds != nullptr && lane == 0) edge_ds[(b * p.graph.n_edges + e) * p.H + h] = ds;
   }
   if (t.piece >= 0) {
-    A* out = dq_pieces + ((t.piece * p.B + b) * p.H + h) * p.D;
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int64_t d = lane + kWarp * i;
-      if (d < p.D) out[d] = dq[i];
-    }
-    return;
-  }
-  T* out = static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h);
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t d = lane + kWarp * i;
-    if (d < p.D) store(out + d, dq[i] * scale);
+    store_row<P>(dq_pieces + ((t.piece * p.B + b) * p.H + h) * p.D, dq, A(1), p.D, lane);
+  } else {
+    store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h), dq, scale, p.D, lane);
   }
 }
 
@@ -346,25 +336,11 @@ __global__ void dkv_kernel(GsaParams p, typename GsaAcc<T>::type* dkv_pieces) {
   }
   if (t.piece >= 0) {
     A* out = dkv_pieces + ((t.piece * p.B + b) * p.H + h) * 2 * p.D;
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int64_t d = lane + kWarp * i;
-      if (d < p.D) {
-        out[d] = dk[i];
-        out[p.D + d] = dv[i];
-      }
-    }
-    return;
-  }
-  T* dk_out = static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h);
-  T* dv_out = static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h);
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t d = lane + kWarp * i;
-    if (d < p.D) {
-      store(dk_out + d, dk[i] * scale);
-      store(dv_out + d, dv[i]);
-    }
+    store_row<P>(out, dk, A(1), p.D, lane);
+    store_row<P>(out + p.D, dv, A(1), p.D, lane);
+  } else {
+    store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h), dk, scale, p.D, lane);
+    store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h), dv, A(1), p.D, lane);
   }
 }
 
@@ -394,12 +370,8 @@ __global__ void dq_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dq_
   A dq[P];
   sum_pieces<P>(dq, dq_pieces + ((c0 * p.B + b) * p.H + h) * p.D, s.piece_ptr[i + 1] - c0, p.B * p.H * p.D, p.D,
                 lane);
-  T* out = static_cast<T*>(p.dq) + offset(p.dq_strides, b, s.split_rows[i], h);
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    const int64_t d = lane + kWarp * k;
-    if (d < p.D) store(out + d, dq[k] * static_cast<A>(p.scale));
-  }
+  store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, s.split_rows[i], h), dq, static_cast<A>(p.scale), p.D,
+               lane);
 }
 
 template <int P, typename T>
@@ -415,16 +387,8 @@ __global__ void dkv_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dk
   sum_pieces<P>(dk, first, n, stride, p.D, lane);
   sum_pieces<P>(dv, first + p.D, n, stride, p.D, lane);
   const int64_t src = s.split_rows[i];
-  T* dk_out = static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h);
-  T* dv_out = static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h);
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    const int64_t d = lane + kWarp * k;
-    if (d < p.D) {
-      store(dk_out + d, dk[k] * static_cast<A>(p.scale));
-      store(dv_out + d, dv[k]);
-    }
-  }
+  store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h), dk, static_cast<A>(p.scale), p.D, lane);
+  store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h), dv, A(1), p.D, lane);
 }
 
 // d_rel_emb[r] = scale * sum over the edges of relation r (ascending), batches, heads of dS * q_dst.

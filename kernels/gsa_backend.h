@@ -31,6 +31,11 @@ class GsaBackend {
   // "" when this backend runs the call p describes (dtype, shapes, head dimension; pointers are not read),
   // else why not, e.g. "dtype float16 (the CPU kernels take float32 and float64)".
   virtual std::string unsupported(const GsaParams& p) const = 0;
+  // Bytes of p.workspace the forward needs on the backend's device (CUDA: split rows' partial states).
+  virtual int64_t forward_workspace_bytes(const GsaParams& p) const {
+    (void)p;
+    return 0;
+  }
   virtual GsaWorkspace backward_workspace(const GsaParams& p) const = 0;
   // Every pointer in p lives on device(); stream is the device's queue (a cudaStream_t on CUDA, nullptr for
   // the default one; ignored on the CPU). Both throw sb::Error with the reason when unsupported(p) is not "".

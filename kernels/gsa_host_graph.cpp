@@ -27,6 +27,7 @@ GsaHostGraph::GsaHostGraph(const Graph& g)
       t_edge(g.t_edge) {
   check_edge_count(g.n_edges());
   group_edges(row_ptr, rel, n_relations, rel_ptr, rel_dst, rel_edge);
+  plan_schedules();
   g_preparations.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -61,7 +62,14 @@ GsaHostGraph::GsaHostGraph(std::vector<int64_t> row_ptr_in, std::vector<int32_t>
   }
   group_edges(row_ptr, col, n_nodes, t_row_ptr, t_col, t_edge);  // the transpose
   group_edges(row_ptr, rel, n_relations, rel_ptr, rel_dst, rel_edge);
+  plan_schedules();
   g_preparations.fetch_add(1, std::memory_order_relaxed);
+}
+
+void GsaHostGraph::plan_schedules() {
+  const int64_t threshold = gsa_device_split_threshold(n_nodes, n_edges());
+  row_schedule = gsa_pack_schedule(row_ptr.data(), n_nodes, threshold);
+  src_schedule = gsa_pack_schedule(t_row_ptr.data(), n_nodes, threshold);
 }
 
 GsaGraphView GsaHostGraph::view() const {
@@ -75,6 +83,8 @@ GsaGraphView GsaHostGraph::view() const {
   v.rel_ptr = rel_ptr.data();
   v.rel_edge = rel_edge.data();
   v.rel_dst = rel_dst.data();
+  v.rows = gsa_schedule_view(row_schedule.data.data(), n_nodes, row_schedule.n_pieces, row_schedule.n_split);
+  v.srcs = gsa_schedule_view(src_schedule.data.data(), n_nodes, src_schedule.n_pieces, src_schedule.n_split);
   v.n_nodes = n_nodes;
   v.n_edges = n_edges();
   return v;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/gsa_params.h"
+#include "kernels/gsa_split_plan.h"
 #include "patterns/graph.h"
 
 namespace sb {
@@ -16,6 +17,8 @@ struct GsaHostGraph {
   std::vector<int64_t> row_ptr, t_row_ptr, rel_ptr;         // [N + 1], [N + 1], [R + 1]
   std::vector<int32_t> col, rel, t_col, t_edge;             // [E] each
   std::vector<int32_t> rel_edge, rel_dst;                   // [E] each: edges grouped by relation
+  // Device-backend schedules (gsa_device_split_threshold) by destination and by source.
+  GsaPackedSchedule row_schedule, src_schedule;
 
   // From a pattern graph (already consistent; only its edge count is checked).
   explicit GsaHostGraph(const Graph& g);
@@ -31,6 +34,9 @@ struct GsaHostGraph {
 
   // Host preparations (each one O(E) pass over a graph) made by this process so far.
   static int64_t preparations();
+
+ private:
+  void plan_schedules();  // fills row_schedule and src_schedule
 };
 
 }  // namespace sb

@@ -5,6 +5,21 @@
 
 namespace sb {
 
+// How a backend that gives each row to one worker (CUDA: a warp) balances a graph (kernels/gsa_split_plan.h):
+// rows of more than a threshold of edges cut into pieces whose partial results are merged in piece order, and the
+// other rows heaviest first. Filled by prepared graphs; all-null (nothing split, no order) otherwise.
+struct GsaScheduleView {
+  const int64_t* piece_begin = nullptr;  // [n_pieces] edge range [begin, end) of each piece
+  const int64_t* piece_end = nullptr;
+  const int64_t* piece_row = nullptr;    // [n_pieces] the row of each piece
+  const int64_t* split_rows = nullptr;   // [n_split] ascending; pieces of split_rows[i]: [piece_ptr[i], piece_ptr[i+1])
+  const int64_t* piece_ptr = nullptr;    // [n_split + 1]
+  const int64_t* order = nullptr;        // [n_order] the unsplit rows, heaviest first
+  int64_t n_pieces = 0;
+  int64_t n_split = 0;
+  int64_t n_order = 0;
+};
+
 // A pattern graph as raw device-resident arrays (see patterns/graph.h for the layout).
 struct GsaGraphView {
   const int64_t* row_ptr = nullptr;    // [N + 1] CSR by destination
@@ -18,6 +33,8 @@ struct GsaGraphView {
   const int64_t* rel_ptr = nullptr;    // [R + 1]
   const int32_t* rel_edge = nullptr;   // [E]
   const int32_t* rel_dst = nullptr;    // [E]
+  GsaScheduleView rows;                // by destination (forward, dq)
+  GsaScheduleView srcs;                // by source through the transpose (dk, dv)
   int64_t n_nodes = 0;
   int64_t n_edges = 0;
 };

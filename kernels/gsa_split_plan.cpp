@@ -31,6 +31,57 @@ GsaSplitPlan gsa_split_plan(const int64_t* row_ptr, int64_t n_rows, int64_t thre
   return plan;
 }
 
+int64_t gsa_device_split_threshold(int64_t n_rows, int64_t n_edges) {
+  return gsa_split_threshold(n_rows, n_edges, 256, 4);
+}
+
+std::vector<int64_t> gsa_longest_first(const int64_t* row_ptr, int64_t n_rows, const GsaSplitPlan& plan) {
+  int64_t max_degree = 0;
+  for (int64_t u = 0; u < n_rows; ++u) {
+    if (!plan.row_split[static_cast<size_t>(u)]) max_degree = std::max(max_degree, row_ptr[u + 1] - row_ptr[u]);
+  }
+  // Bucket starts by descending degree, then a stable pass in row order.
+  std::vector<int64_t> start(static_cast<size_t>(max_degree + 2), 0);
+  for (int64_t u = 0; u < n_rows; ++u) {
+    if (!plan.row_split[static_cast<size_t>(u)]) ++start[static_cast<size_t>(max_degree - (row_ptr[u + 1] - row_ptr[u]) + 1)];
+  }
+  for (size_t i = 1; i < start.size(); ++i) start[i] += start[i - 1];
+  std::vector<int64_t> order(static_cast<size_t>(start.back()));
+  for (int64_t u = 0; u < n_rows; ++u) {
+    if (plan.row_split[static_cast<size_t>(u)]) continue;
+    order[static_cast<size_t>(start[static_cast<size_t>(max_degree - (row_ptr[u + 1] - row_ptr[u]))]++)] = u;
+  }
+  return order;
+}
+
+GsaPackedSchedule gsa_pack_schedule(const int64_t* row_ptr, int64_t n_rows, int64_t threshold) {
+  const GsaSplitPlan plan = gsa_split_plan(row_ptr, n_rows, threshold);
+  const std::vector<int64_t> order = gsa_longest_first(row_ptr, n_rows, plan);
+  GsaPackedSchedule s;
+  s.n_rows = n_rows;
+  s.n_pieces = plan.n_pieces();
+  s.n_split = static_cast<int64_t>(plan.split_rows.size());
+  for (const std::vector<int64_t>* part :
+       {&plan.piece_begin, &plan.piece_end, &plan.piece_row, &plan.split_rows, &plan.piece_ptr, &order}) {
+    s.data.insert(s.data.end(), part->begin(), part->end());
+  }
+  return s;
+}
+
+GsaScheduleView gsa_schedule_view(const int64_t* data, int64_t n_rows, int64_t n_pieces, int64_t n_split) {
+  GsaScheduleView v;
+  v.piece_begin = data;
+  v.piece_end = data + n_pieces;
+  v.piece_row = data + 2 * n_pieces;
+  v.split_rows = data + 3 * n_pieces;
+  v.piece_ptr = v.split_rows + n_split;
+  v.order = v.piece_ptr + n_split + 1;
+  v.n_pieces = n_pieces;
+  v.n_split = n_split;
+  v.n_order = n_rows - n_split;
+  return v;
+}
+
 int64_t gsa_split_threshold(int64_t n_rows, int64_t n_edges, int64_t min_edges, int64_t factor) {
   const int64_t mean = n_rows > 0 ? (n_edges + n_rows - 1) / n_rows : 0;
   return std::max(min_edges, factor * mean);

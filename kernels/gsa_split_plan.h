@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/gsa_params.h"
+
 namespace sb {
 
 struct GsaSplitPlan {
@@ -35,5 +37,23 @@ GsaSplitPlan gsa_split_plan(const int64_t* row_ptr, int64_t n_rows, int64_t thre
 // The threshold the CPU kernels use for a graph of n_rows rows and n_edges edges: a row is heavy when it holds
 // more than max(min_edges, factor * mean degree) edges (defaults: 512 and 8).
 int64_t gsa_split_threshold(int64_t n_rows, int64_t n_edges, int64_t min_edges = 512, int64_t factor = 8);
+
+// The threshold of the schedules prepared graphs carry for device backends, where one warp walks a row's edges
+// in order: max(256, 4 x mean degree). Not yet tuned on a GPU.
+int64_t gsa_device_split_threshold(int64_t n_rows, int64_t n_edges);
+
+// The rows a plan leaves whole, heaviest first (ties in ascending row order): the order a device backend hands
+// rows to its workers, so the longest ones do not start last. A counting sort: O(rows + threshold).
+std::vector<int64_t> gsa_longest_first(const int64_t* row_ptr, int64_t n_rows, const GsaSplitPlan& plan);
+
+// A plan and gsa_longest_first's order packed into one int64 array, what a device backend uploads once per
+// prepared graph: piece_begin, piece_end, piece_row [P] each, split_rows [S], piece_ptr [S + 1], order [N - S].
+struct GsaPackedSchedule {
+  std::vector<int64_t> data;
+  int64_t n_rows = 0, n_pieces = 0, n_split = 0;
+};
+GsaPackedSchedule gsa_pack_schedule(const int64_t* row_ptr, int64_t n_rows, int64_t threshold);
+// Pointers into a packed schedule's data (host or device memory) with its sizes.
+GsaScheduleView gsa_schedule_view(const int64_t* data, int64_t n_rows, int64_t n_pieces, int64_t n_split);
 
 }  // namespace sb

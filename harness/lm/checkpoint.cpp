@@ -18,7 +18,8 @@ namespace sb {
 
 namespace {
 
-const char* dtype_name(torch::ScalarType t) {
+// The dtypes checkpoints store, by name; "" for any other.
+const char* stored_dtype_name(torch::ScalarType t) {
   switch (t) {
     case torch::kFloat: return "float32";
     case torch::kDouble: return "float64";
@@ -42,7 +43,7 @@ typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
 }
 
 void add_tensor(CheckpointWriter& w, const std::string& name, const torch::Tensor& t) {
-  const char* dtype = dtype_name(t.scalar_type());
+  const char* dtype = stored_dtype_name(t.scalar_type());
   if (*dtype == '\0') throw Error(fmt::format("checkpoint: tensor '{}' has dtype {}, which checkpoints do not store",
                                               name, c10::toString(t.scalar_type())));
   const torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
@@ -56,9 +57,9 @@ torch::Tensor take_tensor(const CheckpointBody& body, const std::string& name, c
   if (t == nullptr) {
     throw Error(fmt::format("checkpoint '{}' was written for a different model: it has no tensor '{}'", path, name));
   }
-  if (t->dtype != dtype_name(like.scalar_type()) || t->shape != like.sizes().vec()) {
+  if (t->dtype != stored_dtype_name(like.scalar_type()) || t->shape != like.sizes().vec()) {
     throw Error(fmt::format("checkpoint '{}' was written for a different model: tensor '{}' is {} {} here {} {}", path,
-                            name, t->dtype, fmt::join(t->shape, "x"), dtype_name(like.scalar_type()),
+                            name, t->dtype, fmt::join(t->shape, "x"), stored_dtype_name(like.scalar_type()),
                             fmt::join(like.sizes().vec(), "x")));
   }
   torch::Tensor out = torch::empty(like.sizes(), torch::TensorOptions().dtype(like.scalar_type()));

@@ -76,7 +76,7 @@ namespace sb {
   F(threads, int64_t, 0, integer("threads", 0, kMaxThreads, "CPU threads per rank, 0 = the cores split between the ranks")) \
   F(nproc, int64_t, 1, integer("nproc", 1, 1024, "data-parallel ranks started here (each with --batch windows); under torchrun or srun the world size") \
                            .scenario("train", 1))                                                                  \
-  F(dtype, std::string, "float32", choice("dtype", {"float32", "float64"}, "precision of weights and activations")  \
+  F(dtype, std::string, "float32", choice("dtype", {"float32", "float64", "bfloat16", "float16"}, "compute precision: float32 | float64 everywhere; bfloat16 | float16 mixed (matmuls and attention in it; weights, norms, softmax statistics and the optimizer in float32; float16 with dynamic loss scaling)")  \
                                        .scenario("train", "float32"))                                              \
   F(dist_timeout, double, 45.0, real("dist_timeout", 1.0, 86400.0, "seconds a rank waits for the others (rendezvous, collectives) before it stops") \
                                     .not_recorded())                                                        \

@@ -6,11 +6,20 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include "common/error.h"
 #include "common/hash.h"
 
 namespace sb {
+
+Precision precision_of(const std::string& dtype) {
+  if (dtype == "float64") return {torch::kFloat64, torch::kFloat64};
+  if (dtype == "bfloat16") return {torch::kFloat32, torch::kBFloat16};
+  if (dtype == "float16") return {torch::kFloat32, torch::kFloat16};
+  if (dtype == "float32") return {};
+  throw Error(fmt::format("dtype: expected float32, float64, bfloat16 or float16, got '{}'", dtype));
+}
 
 LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
   validate_model_config(cfg_);
@@ -156,37 +165,67 @@ const SequenceGraph& LanguageModelImpl::sequence_graph(int64_t n) {
 torch::Tensor LanguageModelImpl::attend(size_t layer, const torch::Tensor& x, const SequenceGraph& sg) {
   Block& b = blocks_[layer];
   const int64_t B = x.size(0), N = x.size(1), H = cfg_.heads, D = cfg_.dim / cfg_.heads;
-  auto q = b.q(x).view({B, N, H, D});
-  auto k = b.k(x).view({B, N, H, D});
-  auto v = b.v(x).view({B, N, H, D});
+  auto q = linear(b.q, x).view({B, N, H, D});
+  auto k = linear(b.k, x).view({B, N, H, D});
+  auto v = linear(b.v, x).view({B, N, H, D});
+  const torch::Tensor rel_emb = b.rel_emb.defined() ? low(b.rel_emb) : b.rel_emb;
   torch::Tensor o;
   if (cfg_.attention == "graph") {
-    o = graph_attention(q, k, v, b.rel_emb, sg.graph);  // [B, N, H, D]
-  } else if (b.rel_emb.defined()) {
+    o = graph_attention(q, k, v, rel_emb, sg.graph);  // [B, N, H, D]
+  } else if (rel_emb.defined()) {
     // Dense with clipped-distance relations, the same scores as the dense pattern's graph:
-    // s_ij = q_i . (k_j + r[dist(i-j)]) / sqrt(D).
+    // s_ij = q_i . (k_j + r[dist(i-j)]) / sqrt(D); the softmax in the parameters' dtype, as autocast runs it.
     auto qh = q.permute({0, 2, 1, 3});                       // [B, H, T, D]
     auto scores = torch::matmul(qh, k.permute({0, 2, 3, 1}));  // [B, H, T, T]
-    auto qr = torch::matmul(qh, b.rel_emb.t());              // [B, H, T, R]
+    auto qr = torch::matmul(qh, rel_emb.t());                // [B, H, T, R]
     scores = scores + torch::gather(qr, 3, sg.dist_ids.unsqueeze(0).unsqueeze(0).expand({B, H, N, N}));
-    scores = scores / std::sqrt(static_cast<double>(D));
+    scores = scores.to(x.scalar_type()) / std::sqrt(static_cast<double>(D));
     if (cfg_.causal) {
       auto future = torch::ones({N, N}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
       scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
     }
-    o = torch::matmul(torch::softmax(scores, -1), v.permute({0, 2, 1, 3})).permute({0, 2, 1, 3});
+    o = torch::matmul(low(torch::softmax(scores, -1)), v.permute({0, 2, 1, 3})).permute({0, 2, 1, 3});
   } else {
     o = dense_baseline(q, k, v, cfg_.causal, cfg_.attention == "dense_naive");
   }
   return o.reshape({B, N, cfg_.dim});
 }
 
+torch::Tensor LanguageModelImpl::linear(torch::nn::Linear& layer, const torch::Tensor& x) {
+  if (!low_) return layer->forward(x);
+  return torch::linear(low(x), low(layer->weight), low(layer->bias));
+}
+
+void LanguageModelImpl::set_compute_dtype(c10::ScalarType dtype) {
+  if (dtype != torch::kBFloat16 && dtype != torch::kFloat16) {
+    low_.reset();
+    return;
+  }
+  // What the forward runs in the low type, once on a tiny input: a LibTorch without it (1.13 has no float16
+  // matmul on the CPU) is refused here, by name, not deep in the first step.
+  const torch::Device device = embed_->weight.device();
+  try {
+    const torch::Tensor t = torch::ones({2, 8}, torch::TensorOptions().dtype(dtype).device(device));
+    (void)torch::gelu(torch::linear(t, t, t.select(1, 0))).sum().item<double>();  // [2, 8] x [2, 8]^T + [2]
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    throw Error(fmt::format("dtype {}: this LibTorch ({}) cannot run {} matmuls on {} ({}); use {}",
+                            dtype_name(dtype), TORCH_VERSION, dtype_name(dtype), device.str(),
+                            what.substr(0, what.find('\n')),
+                            dtype == torch::kFloat16 ? "bfloat16, or a GPU" : "float32, or a GPU"));
+  }
+  low_ = dtype;
+}
+
+c10::ScalarType LanguageModelImpl::compute_dtype() const { return low_ ? *low_ : embed_->weight.scalar_type(); }
+
 std::string LanguageModelImpl::attention_backend() const {
   const torch::Tensor w = embed_->weight;
-  if (cfg_.attention == "graph") return graph_attention_backend(w.device());
+  if (cfg_.attention == "graph") return graph_attention_backend(w.device(), compute_dtype());
   if (blocks_.front().rel_emb.defined()) return "materialised (relative-position bias)";
   // The kernel choice reads shapes, dtype and device only: an uninitialised [1, T, H, D] stands for q, k and v.
-  const torch::Tensor q = torch::empty({1, cfg_.context, cfg_.heads, cfg_.dim / cfg_.heads}, w.options());
+  const torch::Tensor q =
+      torch::empty({1, cfg_.context, cfg_.heads, cfg_.dim / cfg_.heads}, w.options().dtype(compute_dtype()));
   return dense_attention_backend(q, q, q, cfg_.causal, cfg_.attention == "dense_naive");
 }
 
@@ -216,15 +255,17 @@ torch::Tensor LanguageModelImpl::forward(const torch::Tensor& bytes) {
     const bool last = l + 1 == blocks_.size();
     auto keep_tokens = [&](const torch::Tensor& t) { return last && sg.n_nodes > T ? t.slice(1, 0, T) : t; };
     if (cfg_.post_norm) {
-      x = b.norm1(keep_tokens(x) + drop(b.o(keep_tokens(attend(l, x, sg)))));
-      x = b.norm2(x + drop(b.ff2(torch::gelu(b.ff1(x)))));
+      // The sums promote the low-type branches back to the parameters' dtype: the residual stream stays there.
+      x = b.norm1(keep_tokens(x) + drop(linear(b.o, keep_tokens(attend(l, x, sg)))));
+      x = b.norm2(x + drop(linear(b.ff2, torch::gelu(linear(b.ff1, x)))));
     } else {
-      x = keep_tokens(x) + drop(b.o(keep_tokens(attend(l, b.norm1(x), sg))));
-      x = x + drop(b.ff2(torch::gelu(b.ff1(b.norm2(x)))));
+      x = keep_tokens(x) + drop(linear(b.o, keep_tokens(attend(l, b.norm1(x), sg))));
+      x = x + drop(linear(b.ff2, torch::gelu(linear(b.ff1, b.norm2(x)))));
     }
   }
   if (!cfg_.post_norm) x = final_norm_(x);
-  return torch::matmul(x, embed_->weight.t());  // tied output embedding: [B, T, 256]
+  // Tied output embedding: [B, T, 256], returned in the parameters' dtype for the loss's log-softmax.
+  return torch::matmul(low(x), low(embed_->weight).t()).to(embed_->weight.scalar_type());
 }
 
 }  // namespace sb

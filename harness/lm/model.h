@@ -27,6 +27,14 @@ struct SequenceGraph {
   std::string fingerprint;     // of the pattern graph
 };
 
+// A config dtype ("float32", "float64", "bfloat16", "float16") as the parameters' dtype and the compute dtype:
+// bfloat16 and float16 keep float32 parameters (set_compute_dtype below).
+struct Precision {
+  torch::Dtype params = torch::kFloat32;
+  torch::Dtype compute = torch::kFloat32;
+};
+Precision precision_of(const std::string& dtype);
+
 class LanguageModelImpl : public torch::nn::Module {
  public:
   explicit LanguageModelImpl(const ModelConfig& cfg);  // throws sb::Error (e.g. pattern without causal form)
@@ -48,12 +56,21 @@ class LanguageModelImpl : public torch::nn::Module {
   // "sdpa:flash_attention", "materialised", ...; records name it). From the configuration, not from a past call, so
   // a run resumed with nothing left to compute records the same.
   std::string attention_backend() const;
+  // Mixed precision as autocast does it: with `dtype` bfloat16 or float16 the matmuls (projections, FFN, logits)
+  // and attention run in it, while parameters, the residual stream, norms and softmax statistics stay in the
+  // parameters' dtype; anything else runs everything in the parameters' dtype. Throws sb::Error when this
+  // LibTorch cannot run `dtype` on the parameters' device.
+  void set_compute_dtype(c10::ScalarType dtype);
+  c10::ScalarType compute_dtype() const;
 
  private:
   torch::Tensor attend(size_t layer, const torch::Tensor& x, const SequenceGraph& sg);
   torch::Tensor drop(const torch::Tensor& x) { return fast_dropout(x, cfg_.dropout, is_training()); }
+  torch::Tensor linear(torch::nn::Linear& layer, const torch::Tensor& x);
+  torch::Tensor low(const torch::Tensor& x) const { return low_ ? x.to(*low_) : x; }
 
   ModelConfig cfg_;
+  c10::optional<c10::ScalarType> low_;  // bfloat16 or float16 compute (set_compute_dtype); none: the parameters'
   Params resolved_params_;
   std::vector<std::string> relations_;
   std::map<std::string, uint16_t> relation_ids_;

@@ -24,6 +24,7 @@
 #include "harness/lm/checkpoint.h"
 #include "harness/lm/data.h"
 #include "harness/lm/fast_dropout.h"
+#include "harness/lm/loss_scale.h"
 #include "harness/measure/build_info.h"
 #include "harness/measure/device.h"
 #include "harness/measure/op_profile.h"
@@ -214,8 +215,11 @@ void check_training_memory(const TrainConfig& c, int ranks_here) {
   const double d = static_cast<double>(m.dim), f = static_cast<double>(m.ffn), l = static_cast<double>(m.layers);
   const double params = 512.0 * d + l * (4.0 * d * d + 2.0 * d * f) + (m.positions == "absolute" ? m.context * d : 0.0);
   const double tokens = static_cast<double>(std::max(c.batch, c.eval_batch)) * static_cast<double>(m.context);
-  const double per_value = c.dtype == "float64" ? 8.0 : 4.0;
-  const double bytes = ranks_here * per_value * (4.0 * params + tokens * (l * (4.0 * d + f) + 256.0));
+  // Parameters, gradients and moments stay float32 under bfloat16/float16 compute; activations shrink.
+  const double per_weight = c.dtype == "float64" ? 8.0 : 4.0;
+  const double per_value = c.dtype == "float64" ? 8.0 : c.dtype == "float32" ? 4.0 : 2.0;
+  const double bytes =
+      ranks_here * (per_weight * 4.0 * params + per_value * tokens * (l * (4.0 * d + f) + 256.0));
   const int64_t have = physical_memory_bytes();
   if (have > 0 && bytes > static_cast<double>(have)) {
     throw Error(fmt::format(
@@ -299,7 +303,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     want_threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / layout.local_world_size);
   }
   const int threads = set_cpu_threads(static_cast<int>(want_threads));
-  const torch::Dtype dtype = cfg.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
+  const auto [dtype, compute] = precision_of(cfg.dtype);  // of the parameters, of the matmuls and attention
   const Enwik8 data(cfg.data, min_data_bytes(cfg.model.context));
   std::unique_ptr<ProcessGroup> pg;
   if (layout.distributed()) {
@@ -333,7 +337,9 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   model->reset_parameters(static_cast<uint64_t>(cfg.seed));
   torch::manual_seed(cfg.seed);
   model->to(device, dtype);
+  model->set_compute_dtype(compute);
   model->train();
+  LossScale loss_scale(compute == torch::kFloat16);
   OpProfile op_profile;  // counts only while started, under --profile
 
   // Weight decay on matrices only (not on biases, norms, embeddings or relation tables).
@@ -392,6 +398,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     }
     evals = st.info.value("evals", json::array());
     resumed_state = st.info.value("progress", json::object());
+    if (st.info.contains("loss_scale")) loss_scale.restore(st.info["loss_scale"]);
     if (lead) truncate_metrics(metrics_path, step);
   });
 
@@ -459,6 +466,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                              {"interval_train_s", interval_train_s},
                              {"interval_steps", interval_steps},
                              {"last_loss", std::isfinite(last_loss) ? json(last_loss) : json(nullptr)}}}};
+    if (loss_scale.enabled) st.info["loss_scale"] = loss_scale.state();
     save_checkpoint(ckpt_path, *model, optimizer, st);
     return now_s() - t0;
   };
@@ -491,7 +499,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     const double t2 = now_s();
     optimizer.zero_grad();
     if (cfg.profile) op_profile.start(1);
-    if (std::isfinite(loss_v)) loss.backward();
+    if (std::isfinite(loss_v)) (loss_scale.enabled ? loss * loss_scale.scale : loss).backward();
     op_profile.stop();
     const double t3 = now_s();
     if (pg) {  // the mean gradient and loss over the ranks (equal shares of the global batch), in one exchange
@@ -508,8 +516,13 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
       log_record({{"kind", "diverged"}, {"step", step + 1}, {"loss", loss_v}});
       break;
     }
-    if (cfg.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.clip);
-    optimizer.step();
+    // After the all-reduce every rank holds the same gradients, so all take the same skip decision.
+    if (loss_scale.unscale_and_check(model->parameters())) {
+      if (cfg.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.clip);
+      optimizer.step();
+    } else {
+      log_record({{"kind", "skipped"}, {"step", step + 1}, {"loss_scale", loss_scale.scale}});
+    }
     const double t4 = now_s();
     data_s += t1 - t0, fwd_s += t2 - t1, bwd_s += t3 - t2, opt_s += t4 - t3c;
     train_s += t4 - t0;
@@ -585,10 +598,12 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                  {"device", device_name(model->parameters().front().device())},
                  {"simd_target", gsa_cpu_target()},  // the CPU kernels' target (SB_CPU_TARGET pins it)
                  {"attention_backend", model->attention_backend()},
+                 {"precision", {{"parameters", dtype_name(dtype)}, {"compute", dtype_name(compute)}}},
                  {"git_commit", git_commit()},
                  {"torch_version", libtorch_version()},
                  {"evals", evals},
                  {"resumed_at_steps", resumes}};
+  if (loss_scale.enabled) result["precision"]["loss_scale"] = loss_scale.state();
   if (!config_history.empty()) result["config_changes"] = config_history;
   if (status == "stopped") return result;  // as if killed: the checkpoint is the only trace
   if (status == "ok") checkpoint_s += save();

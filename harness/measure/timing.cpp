@@ -58,15 +58,17 @@ int64_t PeakProbe::peak() const {
 #endif
 }
 
-double gemm_gflops(torch::Device device) {
+double gemm_gflops(torch::Device device, torch::Dtype dtype) {
   static std::map<std::string, double> cache;
-  const std::string key = fmt::format("{}/{}", device.str(), at::get_num_threads());
+  const std::string key = fmt::format("{}/{}/{}", device.str(), at::get_num_threads(), c10::toString(dtype));
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  const int64_t n = 2048;
+  // Half types on a CPU without native kernels can run at a few GFLOP/s: a smaller product keeps this brief.
+  const bool slow = device.is_cpu() && (dtype == torch::kBFloat16 || dtype == torch::kFloat16);
+  const int64_t n = slow ? 512 : 2048;
   torch::NoGradGuard no_grad;
-  const torch::Tensor a = torch::randn({n, n}, torch::TensorOptions().device(device));
-  const torch::Tensor b = torch::randn({n, n}, torch::TensorOptions().device(device));
+  const torch::Tensor a = torch::randn({n, n}, torch::TensorOptions().device(device)).to(dtype);
+  const torch::Tensor b = torch::randn({n, n}, torch::TensorOptions().device(device)).to(dtype);
   torch::Tensor c = torch::matmul(a, b);
   sync_device(device);
   double best = 1e30;

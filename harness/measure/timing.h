@@ -27,9 +27,10 @@ class PeakProbe {
   int64_t base_ = 0;
 };
 
-// fp32 GEMM rate (GFLOP/s) of a 2048^3 LibTorch matmul on `device` at the current thread count: best of 3
-// after a warm-up, measured once per (device, threads). The yardstick of gemm_fraction.
-double gemm_gflops(torch::Device device);
+// GEMM rate (GFLOP/s) in `dtype` of a 2048^3 LibTorch matmul (512^3 for half types on the CPU) on `device` at the
+// current thread count: best of 3 after a warm-up, measured once per (device, threads, dtype). The yardstick of
+// gemm_fraction.
+double gemm_gflops(torch::Device device, torch::Dtype dtype = torch::kFloat32);
 
 // FLOPs of one attention call over `pairs` attended (query, key) pairs: 4 per pair and head dimension forward
 // (scores and weighted sum); forward+backward counted as 3.5x that (backward = 2.5x forward, recomputation

@@ -117,21 +117,27 @@ int64_t analytic_memory_bytes(const Scenario& s, const Point& p) {
   const double edge = dense_materialises(p.attention) ? 2.0 * t * t : nodes;
   const double graph = static_cast<double>(p.stats.bytes);
   const bool backward = p.mode != "forward";
-  double floats = 0.0;
+  // Bytes of an activation in the point's dtype, and of what stays wider: softmax statistics, scores, logits,
+  // parameters and optimizer state (float32 under bfloat16/float16). On the CPU the op stages half types through
+  // float32 copies of its tensors.
+  const double value = p.dtype == "float64" ? 8.0 : p.dtype == "float32" ? 4.0 : 2.0;
+  const double wide = p.dtype == "float64" ? 8.0 : 4.0;
+  const double staged = s.device == "cpu" && value == 2.0 ? 4.0 : 0.0;
+  double bytes = 0.0;
   if (s.kind == "attention") {
     const double io = b * nodes * s.attention.heads * s.attention.head_dim;
-    const double per_pass = 4.0 * io + b * s.attention.heads * edge;  // q, k, v, o and scores or lse
-    floats = backward ? 2.0 * per_pass : per_pass;
+    const double per_pass = 4.0 * io * (value + staged) + b * s.attention.heads * edge * wide;  // q, k, v, o; scores or lse
+    bytes = backward ? 2.0 * per_pass : per_pass;
   } else {
     const ModelConfig& m = s.train.model;
     const double d = static_cast<double>(m.dim), f = static_cast<double>(m.ffn);
     const double params = m.layers * (4.0 * d * d + 2.0 * d * f + 9.0 * d) + 2.0 * 256.0 * d;
-    const double layer = b * (nodes * (8.0 * d + 2.0 * f) + m.heads * edge);
-    const double logits = b * t * 256.0;
-    floats = backward ? 4.0 * params + m.layers * layer + 3.0 * logits : params + layer + 2.0 * logits;
+    const double layer =
+        b * (nodes * ((8.0 * d + 2.0 * f) * value + 4.0 * d * staged) + m.heads * edge * wide);
+    const double logits = b * t * 256.0 * wide;
+    bytes = backward ? 4.0 * params * wide + m.layers * layer + 3.0 * logits : params * wide + layer + 2.0 * logits;
   }
-  // Saturate instead of overflowing: absurd sizes still compare as over any budget.
-  return static_cast<int64_t>(std::min(graph + 4.0 * floats, 9.0e18));
+  return static_cast<int64_t>(std::min(graph + bytes, 9.0e18));
 }
 
 std::vector<Point> expand_scenario(const Scenario& s) {
@@ -140,6 +146,9 @@ std::vector<Point> expand_scenario(const Scenario& s) {
   const std::vector<json> lengths = as_list(axes["lengths"]);
   const std::vector<json> causals = axes.contains("causal") ? as_list(axes["causal"]) : std::vector<json>{json(train)};
   const std::vector<json> threads = axes.contains("threads") ? as_list(axes["threads"]) : std::vector<json>{json(0)};
+  // Precisions: /axes/dtypes, else the trainer's /train/dtype (float32 for the timing kinds).
+  const std::vector<json> dtypes = axes.contains("dtypes") ? as_list(axes["dtypes"])
+                                                           : std::vector<json>{json(train ? s.train.dtype : "float32")};
   const std::vector<json> modes =
       train ? std::vector<json>{json("train")}
             : axes.contains("modes") ? as_list(axes["modes"]) : std::vector<json>{json("forward")};
@@ -254,7 +263,10 @@ std::vector<Point> expand_scenario(const Scenario& s) {
             for (const auto& [tokens, batch] : sizes) {
               for (const json& tv : threads) {
                 for (const json& mv : modes) {
+                 for (const json& dv : dtypes) {
                   Point p = base;
+                  p.dtype = dv.get<std::string>();
+                  if (dtypes.size() > 1) p.label += " [" + p.dtype + "]";
                   p.tokens = tokens;
                   p.batch = tokens > 0 ? std::max<int64_t>(1, tokens / n) : batch;
                   p.threads = tv.get<int64_t>();
@@ -264,6 +276,7 @@ std::vector<Point> expand_scenario(const Scenario& s) {
                   if (target) id += fmt::format("/degree={}", *target);
                   id += fmt::format("/n={}/{}={}/causal={}/threads={}/mode={}", n, tokens > 0 ? "tokens" : "batch",
                                     tokens > 0 ? tokens : batch, causal ? 1 : 0, p.threads, p.mode);
+                  if (axes.contains("dtypes")) id += "/dtype=" + p.dtype;  // ids of runs without the axis unchanged
                   std::string unique = id;
                   for (int dup = 2; ids.count(unique); ++dup) unique = fmt::format("{}#{}", id, dup);
                   ids.insert(unique);
@@ -276,6 +289,7 @@ std::vector<Point> expand_scenario(const Scenario& s) {
                   p.config.model.context = n;
                   p.config.batch = p.batch;
                   p.config.threads = p.threads;
+                  p.config.dtype = p.dtype;
                   std::string point_error = error;
                   if (point_error.empty() && p.skip_reason.empty() && s.kind != "attention") {
                     // A configuration the model or trainer would refuse fails here, before anything runs.
@@ -297,6 +311,7 @@ std::vector<Point> expand_scenario(const Scenario& s) {
                   }
                   p.index = static_cast<int64_t>(points.size());
                   points.push_back(std::move(p));
+                 }
                 }
               }
             }
@@ -351,6 +366,7 @@ json point_to_json(const Scenario& s, const Point& p) {
   r["causal"] = p.causal;
   r["threads"] = p.threads;
   r["mode"] = p.mode;
+  r["dtype"] = p.dtype;
   r["device"] = s.device;
   if (s.kind == "attention") {
     r["heads"] = s.attention.heads;

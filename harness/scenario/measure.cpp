@@ -99,7 +99,8 @@ const TorchGraph& cached_graph(const Point& p, torch::Device device) {
 void measure_attention(const Scenario& s, const Point& p, torch::Device device, json& record) {
   const int64_t b = p.batch, h = s.attention.heads, d = s.attention.head_dim;
   const bool backward = p.mode == "forward_backward";
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device).requires_grad(backward);
+  const torch::Dtype dtype = precision_of(p.dtype).compute;
+  const auto opts = torch::TensorOptions().dtype(dtype).device(device).requires_grad(backward);
   torch::Tensor q, k, v, rel_emb;
   std::function<torch::Tensor()> op;
   if (is_dense_attention(p.attention)) {
@@ -111,7 +112,7 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
     record["attention_backend"] = dense_attention_backend(q, k, v, p.causal, naive);
     op = [&, naive] { return dense_baseline(q, k, v, p.causal, naive); };
   } else {
-    record["attention_backend"] = graph_attention_backend(device);
+    record["attention_backend"] = graph_attention_backend(device, dtype);
     const TorchGraph& g = cached_graph(p, device);
     // q, k, v: [B, N, H, D] over all graph nodes; rel_emb: [R, D]
     q = torch::randn({b, g.n_nodes, h, d}, opts);
@@ -140,9 +141,10 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
   const double med = record["median_s"].get<double>();
   if (med > 0) {
     const double gflops = flops / med / 1e9;
-    const double gemm = gemm_gflops(device);
+    const double gemm = gemm_gflops(device, dtype);  // the same dtype's GEMM: the fair ceiling on tensor cores
     record["gflops"] = gflops;
     record["gemm_gflops"] = gemm;
+    record["gemm_dtype"] = dtype_name(dtype);
     record["gemm_fraction"] = gflops / gemm;
   }
 }
@@ -150,7 +152,9 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
 void measure_model(const Scenario& s, const Point& p, torch::Device device, json& record) {
   torch::manual_seed(static_cast<uint64_t>(s.seed));
   LanguageModel model(p.config.model);
-  model->to(device);
+  const Precision precision = precision_of(p.dtype);
+  model->to(device, precision.params);
+  model->set_compute_dtype(precision.compute);
   const bool backward = p.mode == "forward_backward";
   if (backward) model->train();
   else model->eval();

@@ -88,7 +88,7 @@ const std::vector<std::string>& scenario_top_keys() {
 }
 const std::vector<std::string>& scenario_axes_keys() {
   static const std::vector<std::string> k = {"patterns", "lengths", "tokens", "batch", "causal", "threads", "modes",
-                                             "seeds"};
+                                             "seeds", "dtypes"};
   return k;
 }
 const std::vector<std::string>& scenario_attention_keys() {
@@ -487,6 +487,17 @@ void validate_scenario(const json& doc, const std::string& file) {
   if (axes.contains("modes")) {
     c.scalar_or_list(axes["modes"], "/axes/modes",
                      [&](const json& v, const std::string& p) { c.choice(v, p, {"forward", "forward_backward"}); });
+  }
+  if (axes.contains("dtypes")) {
+    if (kind == "train" && doc.contains("train") && doc["train"].contains("dtype")) {
+      c.fail("/axes/dtypes", "give either /train/dtype or /axes/dtypes, not both");
+    }
+    const FieldSpec& dtype = *find_config_field("dtype");
+    std::set<std::string> seen;
+    c.scalar_or_list(axes["dtypes"], "/axes/dtypes", [&](const json& v, const std::string& p) {
+      c.field(dtype, v, p);
+      if (!seen.insert(v.get<std::string>()).second) c.fail(p, fmt::format("dtype {} appears twice", v.get<std::string>()));
+    });
   }
 }
 

@@ -89,6 +89,7 @@ struct Point {
   bool causal = false;
   int64_t threads = 0;
   std::string mode;  // attention/model: forward | forward_backward; train: train
+  std::string dtype = "float32";  // compute precision (/axes/dtypes; train: also config.dtype)
   GraphStats stats;
   std::string fingerprint;
   int64_t analytic_bytes = 0;

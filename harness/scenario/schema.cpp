@@ -79,11 +79,15 @@ json scenario_schema() {
         {"causal", axis({{"type", "boolean"}})},
         {"threads", axis(threads_item)},
         {"modes", axis(modes_item)},
-        {"seeds", axis({{"type", "integer"}, {"minimum", 0}, {"maximum", int64_t{1} << 62}})}}}};
+        {"seeds", axis({{"type", "integer"}, {"minimum", 0}, {"maximum", int64_t{1} << 62}})},
+        {"dtypes", axis(field_schema(*find_config_field("dtype")))}}}};
   axes["properties"]["batch"]["description"] = "Sequences per batch (default 1). Not with tokens; not for train.";
   axes["properties"]["causal"]["description"] = "Default false (train: true, and only true).";
   axes["properties"]["threads"]["description"] = threads.help + " (default 0).";
   axes["properties"]["modes"]["description"] = "Default forward; not for train.";
+  axes["properties"]["dtypes"]["description"] =
+      "Compute precision per point, innermost (default float32; train: /train/dtype, not with both): attention: q, "
+      "k, v and o in it; model and train: as /train/dtype.";
   axes["properties"]["seeds"]["description"] =
       "Only for train: every point runs once per seed (seeds outermost); a seed fixes the data order and the shared "
       "initial weights, so patterns compare on paired runs. Not with /seed.";

@@ -1,10 +1,10 @@
-// CUDA graph self-attention kernels: a warp per (batch, node, head); forward with an online softmax,
-// backward by destination (dq) and by source through the transposed graph (dk, dv), no atomics, and
-// d(rel_emb) by relation over a saved per-edge dS, in slices summed in a fixed order (recomputed per
-// relation for fp64). Built only when CMake finds CUDA (SB_WITH_CUDA).
+// CUDA graph self-attention kernels: a warp per (batch, row, head) over a prepared graph's schedule (rows of many
+// edges cut into pieces merged in a fixed order, the Flash-Decoding split; the other rows heaviest first); forward
+// with an online softmax, backward by destination (dq) and by source through the transposed graph (dk, dv), no
+// atomics, and d(rel_emb) by relation over a saved per-edge dS, in slices summed in a fixed order. Built only when
+// CMake finds CUDA (SB_WITH_CUDA).
 //
-// Kernel variants: 1 (this file): warp per row-head, D / 32 values per lane in registers; fp32
-// accumulation for fp32/fp16/bf16, fp64 for fp64.
+// A warp keeps D / 32 values per lane in registers; fp32 accumulation for fp32/fp16/bf16, fp64 for fp64.
 #include "kernels/cuda/gsa_cuda.h"
 
 #include <cuda_bf16.h>
@@ -41,20 +41,66 @@ template <typename A> __device__ __forceinline__ A warp_sum(A x) {
   return x;
 }
 
-// The workspace with rel_emb: edge dS [B, E, H] (fp32), then the d_rel_emb partial sums [R, slices, D].
-__host__ __device__ __forceinline__ float* edge_ds(const GsaParams& p) { return static_cast<float*>(p.workspace); }
-
 __device__ __forceinline__ int64_t offset(const GsaStrides& s, int64_t b, int64_t n, int64_t h) {
   return b * s.batch + n * s.node + h * s.head;
 }
 
-// The (b, u, h) a warp works on; false when the warp is past the end.
+__device__ __forceinline__ int64_t global_warp() {
+  return (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+}
+
+// The (b, u, h) a warp works on in a pass over every row; false when the warp is past the end.
 __device__ __forceinline__ bool warp_task(const GsaParams& p, int64_t& b, int64_t& u, int64_t& h) {
-  const int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  const int64_t w = global_warp();
   if (w >= p.B * p.N * p.H) return false;
   h = w % p.H;
   u = (w / p.H) % p.N;
   b = w / (p.H * p.N);
+  return true;
+}
+
+// One warp's share of a scheduled pass: edges [e0, e1) of row u (destination, or source in the transpose), for
+// batch b and head h; piece >= 0 when they are one piece of a split row.
+struct Task {
+  int64_t b, u, h, e0, e1, piece;
+};
+
+// Warps [0, n_pieces B H) take the pieces (the longest items, so they start first), then the unsplit rows
+// heaviest first; heads fastest, then batches. Without a schedule (s.order null), every row in order.
+__device__ __forceinline__ bool scheduled_task(const GsaParams& p, const GsaScheduleView& s, const int64_t* ptr,
+                                               Task& t) {
+  const int64_t w = global_warp();
+  const bool scheduled = s.order != nullptr;
+  const int64_t piece_tasks = scheduled ? s.n_pieces * p.B * p.H : 0;
+  const int64_t rows = scheduled ? s.n_order : p.N;
+  t.h = w % p.H;
+  if (w < piece_tasks) {
+    t.b = (w / p.H) % p.B;
+    t.piece = w / (p.H * p.B);
+    t.u = s.piece_row[t.piece];
+    t.e0 = s.piece_begin[t.piece];
+    t.e1 = s.piece_end[t.piece];
+    return true;
+  }
+  const int64_t r = w - piece_tasks;
+  if (r >= rows * p.B * p.H) return false;
+  t.b = (r / p.H) % p.B;
+  const int64_t i = r / (p.H * p.B);
+  t.u = scheduled ? s.order[i] : i;
+  t.e0 = ptr[t.u];
+  t.e1 = ptr[t.u + 1];
+  t.piece = -1;
+  return true;
+}
+
+// The (split row i, b, h) a merge warp works on; false past the end.
+__device__ __forceinline__ bool merge_task(const GsaParams& p, const GsaScheduleView& s, int64_t& i, int64_t& b,
+                                           int64_t& h) {
+  const int64_t w = global_warp();
+  if (w >= s.n_split * p.B * p.H) return false;
+  h = w % p.H;
+  b = (w / p.H) % p.B;
+  i = w / (p.H * p.B);
   return true;
 }
 
@@ -91,11 +137,32 @@ __device__ __forceinline__ A warp_dot(const A (&a)[P], const T* x, int64_t D, in
   return warp_sum(part);
 }
 
+// Stores x * scale to the D values at out (lane holds d = lane + 32 i).
+template <int P, typename T, typename A>
+__device__ __forceinline__ void store_row(T* out, const A (&x)[P], A scale, int64_t D, int lane) {
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int64_t d = lane + kWarp * i;
+    if (d < D) store(out + d, x[i] * scale);
+  }
+}
+
+// A finished row's o = acc / l and its lse.
+template <int P, typename T, typename A>
+__device__ __forceinline__ void finish_row(const GsaParams& p, int64_t b, int64_t u, int64_t h,
+                                           const GsaSoftmaxState<A>& st, const A (&acc)[P], int lane) {
+  store_row<P>(static_cast<T*>(p.o) + offset(p.o_strides, b, u, h), acc, gsa_inv_norm(st), p.D, lane);
+  if (lane == 0) static_cast<A*>(p.lse)[(b * p.N + u) * p.H + h] = gsa_lse(st);
+}
+
+// Forward of scheduled tasks: a whole row writes o and lse; a piece its unnormalised state into
+// pieces [n_pieces, B, H, D + 2] (acc, then m and l), merged by forward_merge_kernel.
 template <int P, typename T>
-__global__ void forward_kernel(GsaParams p) {
+__global__ void forward_kernel(GsaParams p, typename GsaAcc<T>::type* pieces) {
   using A = typename GsaAcc<T>::type;
-  int64_t b, u, h;
-  if (!warp_task(p, b, u, h)) return;
+  Task t;
+  if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
+  const int64_t b = t.b, u = t.u, h = t.h;
   const int lane = threadIdx.x % kWarp;
   const T* q = static_cast<const T*>(p.q);
   const T* k = static_cast<const T*>(p.k);
@@ -107,7 +174,7 @@ __global__ void forward_kernel(GsaParams p) {
 #pragma unroll
   for (int i = 0; i < P; ++i) acc[i] = 0;
   GsaSoftmaxState<A> st = gsa_softmax_init<A>();
-  for (int64_t e = p.graph.row_ptr[u]; e < p.graph.row_ptr[u + 1]; ++e) {
+  for (int64_t e = t.e0; e < t.e1; ++e) {
     const int64_t src = p.graph.col[e];
     const T* r = rel_emb != nullptr ? rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
     const A s = edge_score<P>(qr, k + offset(p.k_strides, b, src, h), r, p.D, lane, scale);
@@ -123,14 +190,48 @@ __global__ void forward_kernel(GsaParams p) {
       acc[i] = acc[i] * alpha + (d < p.D ? pr * load(v_src + d) : A(0));
     }
   }
-  const A inv = gsa_inv_norm(st);
-  T* o = static_cast<T*>(p.o) + offset(p.o_strides, b, u, h);
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t d = lane + kWarp * i;
-    if (d < p.D) store(o + d, acc[i] * inv);
+  if (t.piece < 0) {
+    finish_row<P, T>(p, b, u, h, st, acc, lane);
+    return;
   }
-  if (lane == 0) static_cast<A*>(p.lse)[(b * p.N + u) * p.H + h] = gsa_lse(st);
+  A* out = pieces + ((t.piece * p.B + b) * p.H + h) * (p.D + 2);
+  store_row<P>(out, acc, A(1), p.D, lane);
+  if (lane == 0) {
+    out[p.D] = st.m;
+    out[p.D + 1] = st.l;
+  }
+}
+
+// A split row's o and lse from its pieces' states, in piece order (the CPU kernels' merge).
+template <int P, typename T>
+__global__ void forward_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* pieces) {
+  using A = typename GsaAcc<T>::type;
+  const GsaScheduleView& s = p.graph.rows;
+  int64_t i, b, h;
+  if (!merge_task(p, s, i, b, h)) return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t u = s.split_rows[i], c0 = s.piece_ptr[i], c1 = s.piece_ptr[i + 1];
+  const int64_t stride = p.B * p.H * (p.D + 2);
+  const A* first = pieces + (c0 * p.B * p.H + b * p.H + h) * (p.D + 2);
+  GsaSoftmaxState<A> st = gsa_softmax_init<A>();
+  for (int64_t c = 0; c < c1 - c0; ++c) {
+    const A m = first[c * stride + p.D];
+    st.m = m > st.m ? m : st.m;
+  }
+  A acc[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k) acc[k] = 0;
+  for (int64_t c = 0; c < c1 - c0; ++c) {
+    const A* pc = first + c * stride;
+    const A alpha = gsa_rescale(pc[p.D], st.m);
+    st.l += alpha * pc[p.D + 1];
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int64_t d = lane + kWarp * k;
+      if (d < p.D) acc[k] += alpha * pc[d];
+    }
+  }
+  finish_row<P, T>(p, b, u, h, st, acc, lane);
 }
 
 // delta = dO . O per (b, u, h)
@@ -146,12 +247,21 @@ __global__ void delta_kernel(GsaParams p) {
   if (lane == 0) static_cast<A*>(p.delta)[(b * p.N + u) * p.H + h] = delta;
 }
 
-// dq by destination rows; with rel_emb also each edge's dS into edge_ds [B, E, H].
+// Where the backward's scratch lives (element offsets into the workspace, in the accumulation type): each edge's
+// dS [B, E, H] and the d_rel_emb slice sums [R, slices, D] (with rel_emb), the row pieces' dq [P_rows, B, H, D]
+// and the source pieces' dk, dv [P_srcs, B, H, 2 D].
+struct BackwardLayout {
+  int64_t edge_ds = 0, drel = 0, dq_pieces = 0, dkv_pieces = 0, total = 0;
+};
+
+// dq of scheduled tasks: a whole row stores scale * dq, a piece its unscaled sum into dq_pieces (merged by
+// dq_merge_kernel); with rel_emb each edge's dS goes to edge_ds [B, E, H].
 template <int P, typename T>
-__global__ void dq_kernel(GsaParams p) {
+__global__ void dq_kernel(GsaParams p, typename GsaAcc<T>::type* edge_ds, typename GsaAcc<T>::type* dq_pieces) {
   using A = typename GsaAcc<T>::type;
-  int64_t b, u, h;
-  if (!warp_task(p, b, u, h)) return;
+  Task t;
+  if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
+  const int64_t b = t.b, u = t.u, h = t.h;
   const int lane = threadIdx.x % kWarp;
   const T* k = static_cast<const T*>(p.k);
   const T* v = static_cast<const T*>(p.v);
@@ -165,7 +275,7 @@ __global__ void dq_kernel(GsaParams p) {
   load_row<P>(d_o, static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, u, h), p.D, lane);
 #pragma unroll
   for (int i = 0; i < P; ++i) dq[i] = 0;
-  for (int64_t e = p.graph.row_ptr[u]; e < p.graph.row_ptr[u + 1]; ++e) {
+  for (int64_t e = t.e0; e < t.e1; ++e) {
     const int64_t src = p.graph.col[e];
     const T* r = rel_emb != nullptr ? rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
     const T* k_src = k + offset(p.k_strides, b, src, h);
@@ -176,22 +286,23 @@ __global__ void dq_kernel(GsaParams p) {
       const int64_t d = lane + kWarp * i;
       if (d < p.D) dq[i] += ds * (load(k_src + d) + (r != nullptr ? load(r + d) : A(0)));
     }
-    if (p.rel_emb != nullptr && lane == 0) edge_ds(p)[(b * p.graph.n_edges + e) * p.H + h] = static_cast<float>(ds);
+    if (edge_ds != nullptr && lane == 0) edge_ds[(b * p.graph.n_edges + e) * p.H + h] = ds;
   }
-  T* out = static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h);
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t d = lane + kWarp * i;
-    if (d < p.D) store(out + d, dq[i] * scale);
+  if (t.piece >= 0) {
+    store_row<P>(dq_pieces + ((t.piece * p.B + b) * p.H + h) * p.D, dq, A(1), p.D, lane);
+  } else {
+    store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h), dq, scale, p.D, lane);
   }
 }
 
-// dk, dv by source rows through the transposed graph.
+// dk, dv of scheduled tasks over sources (the transposed graph): a whole source stores them, a piece its sums into
+// dkv_pieces (dk unscaled, then dv), merged by dkv_merge_kernel.
 template <int P, typename T>
-__global__ void dkv_kernel(GsaParams p) {
+__global__ void dkv_kernel(GsaParams p, typename GsaAcc<T>::type* dkv_pieces) {
   using A = typename GsaAcc<T>::type;
-  int64_t b, src, h;
-  if (!warp_task(p, b, src, h)) return;
+  Task t;
+  if (!scheduled_task(p, p.graph.srcs, p.graph.t_row_ptr, t)) return;
+  const int64_t b = t.b, src = t.u, h = t.h;
   const int lane = threadIdx.x % kWarp;
   const T* q = static_cast<const T*>(p.q);
   const T* d_o = static_cast<const T*>(p.d_o);
@@ -204,9 +315,9 @@ __global__ void dkv_kernel(GsaParams p) {
   load_row<P>(vr, static_cast<const T*>(p.v) + offset(p.v_strides, b, src, h), p.D, lane);
 #pragma unroll
   for (int i = 0; i < P; ++i) dk[i] = dv[i] = 0;
-  for (int64_t t = p.graph.t_row_ptr[src]; t < p.graph.t_row_ptr[src + 1]; ++t) {
-    const int64_t u = p.graph.t_col[t];
-    const int64_t e = p.graph.t_edge[t];
+  for (int64_t j = t.e0; j < t.e1; ++j) {
+    const int64_t u = p.graph.t_col[j];
+    const int64_t e = p.graph.t_edge[j];
     const int64_t row = (b * p.N + u) * p.H + h;
     const T* r = rel_emb != nullptr ? rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
     A qu[P], dou[P];
@@ -223,26 +334,72 @@ __global__ void dkv_kernel(GsaParams p) {
       dv[i] += pr * dou[i];
     }
   }
-  T* dk_out = static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h);
-  T* dv_out = static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h);
+  if (t.piece >= 0) {
+    A* out = dkv_pieces + ((t.piece * p.B + b) * p.H + h) * 2 * p.D;
+    store_row<P>(out, dk, A(1), p.D, lane);
+    store_row<P>(out + p.D, dv, A(1), p.D, lane);
+  } else {
+    store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h), dk, scale, p.D, lane);
+    store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h), dv, A(1), p.D, lane);
+  }
+}
+
+// Sum over the pieces of split row i, in piece order, of `width` values per (piece, b, h) starting at `first`.
+template <int P, typename A>
+__device__ __forceinline__ void sum_pieces(A (&sum)[P], const A* first, int64_t n, int64_t stride, int64_t D,
+                                           int lane) {
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t d = lane + kWarp * i;
-    if (d < p.D) {
-      store(dk_out + d, dk[i] * scale);
-      store(dv_out + d, dv[i]);
+  for (int k = 0; k < P; ++k) sum[k] = 0;
+  for (int64_t c = 0; c < n; ++c) {
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int64_t d = lane + kWarp * k;
+      if (d < D) sum[k] += first[c * stride + d];
     }
   }
+}
+
+template <int P, typename T>
+__global__ void dq_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dq_pieces) {
+  using A = typename GsaAcc<T>::type;
+  const GsaScheduleView& s = p.graph.rows;
+  int64_t i, b, h;
+  if (!merge_task(p, s, i, b, h)) return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t c0 = s.piece_ptr[i];
+  A dq[P];
+  sum_pieces<P>(dq, dq_pieces + ((c0 * p.B + b) * p.H + h) * p.D, s.piece_ptr[i + 1] - c0, p.B * p.H * p.D, p.D,
+                lane);
+  store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, s.split_rows[i], h), dq, static_cast<A>(p.scale), p.D,
+               lane);
+}
+
+template <int P, typename T>
+__global__ void dkv_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dkv_pieces) {
+  using A = typename GsaAcc<T>::type;
+  const GsaScheduleView& s = p.graph.srcs;
+  int64_t i, b, h;
+  if (!merge_task(p, s, i, b, h)) return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t c0 = s.piece_ptr[i], n = s.piece_ptr[i + 1] - c0, stride = p.B * p.H * 2 * p.D;
+  const A* first = dkv_pieces + ((c0 * p.B + b) * p.H + h) * 2 * p.D;
+  A dk[P], dv[P];
+  sum_pieces<P>(dk, first, n, stride, p.D, lane);
+  sum_pieces<P>(dv, first + p.D, n, stride, p.D, lane);
+  const int64_t src = s.split_rows[i];
+  store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h), dk, static_cast<A>(p.scale), p.D, lane);
+  store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h), dv, A(1), p.D, lane);
 }
 
 // d_rel_emb[r] = scale * sum over the edges of relation r (ascending), batches, heads of dS * q_dst.
 // A relation can hold most edges (clipped distances of a dense graph), so its edge list is cut into
 // `slices` equal parts: block (r, s) sums part s into partial [R, slices, D] (threads over D), and
-// drel_reduce_kernel adds the parts in order: a fixed summation order, so deterministic.
+// drel_reduce_kernel adds the parts in order: a fixed summation order, so deterministic. dS is kept in the
+// accumulation type (fp64 for fp64), so fp64 needs no recomputation.
 template <typename T>
-__global__ void drel_slice_kernel(GsaParams p, float* partial, int64_t slices) {
+__global__ void drel_slice_kernel(GsaParams p, const typename GsaAcc<T>::type* edge_ds,
+                                  typename GsaAcc<T>::type* partial, int64_t slices) {
   using A = typename GsaAcc<T>::type;
-  static_assert(std::is_same_v<A, float>, "fp64 takes drel_recompute_kernel");
   const int64_t r = blockIdx.x, s = blockIdx.y;
   const int64_t first = p.graph.rel_ptr[r], len = p.graph.rel_ptr[r + 1] - first;
   const int64_t lo = first + len * s / slices, hi = first + len * (s + 1) / slices;
@@ -254,7 +411,7 @@ __global__ void drel_slice_kernel(GsaParams p, float* partial, int64_t slices) {
       const int64_t u = p.graph.rel_dst[i];
       for (int64_t b = 0; b < p.B; ++b) {
         for (int64_t h = 0; h < p.H; ++h) {
-          acc += edge_ds(p)[(b * p.graph.n_edges + e) * p.H + h] * load(q + offset(p.q_strides, b, u, h) + d);
+          acc += edge_ds[(b * p.graph.n_edges + e) * p.H + h] * load(q + offset(p.q_strides, b, u, h) + d);
         }
       }
     }
@@ -263,65 +420,13 @@ __global__ void drel_slice_kernel(GsaParams p, float* partial, int64_t slices) {
 }
 
 template <typename T>
-__global__ void drel_reduce_kernel(GsaParams p, const float* partial, int64_t slices) {
+__global__ void drel_reduce_kernel(GsaParams p, const typename GsaAcc<T>::type* partial, int64_t slices) {
+  using A = typename GsaAcc<T>::type;
   const int64_t r = blockIdx.x;
   for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
-    float sum = 0;
-    for (int64_t s = 0; s < slices; ++s) sum += partial[(r * slices + s) * p.D + d];
-    store(static_cast<T*>(p.d_rel_emb) + r * p.rel_stride + d, sum * static_cast<float>(p.scale));
-  }
-}
-
-// fp64: edge_ds is an fp32 workspace, too coarse for fp64 d_rel_emb, so dS is recomputed per edge in fp64.
-// One block per relation; warp w takes items w, w + kDrelWarps, ... of (edge, batch, head), and the warps'
-// partial sums are added in warp order: a fixed summation order, so deterministic.
-constexpr int kDrelWarps = 8;
-
-template <int P, typename T>
-__global__ void drel_recompute_kernel(GsaParams p) {
-  using A = typename GsaAcc<T>::type;
-  __shared__ A partial[kDrelWarps][P * kWarp];
-  const int64_t r = blockIdx.x;
-  const int lane = threadIdx.x % kWarp;
-  const int warp = threadIdx.x / kWarp;
-  const T* rr = static_cast<const T*>(p.rel_emb) + r * p.rel_stride;
-  const A* lse = static_cast<const A*>(p.lse);
-  const A* delta = static_cast<const A*>(p.delta);
-  const A scale = static_cast<A>(p.scale);
-  const int64_t first = p.graph.rel_ptr[r];
-  const int64_t items = (p.graph.rel_ptr[r + 1] - first) * p.B * p.H;
-  A acc[P];
-#pragma unroll
-  for (int i = 0; i < P; ++i) acc[i] = 0;
-  for (int64_t j = warp; j < items; j += kDrelWarps) {
-    const int64_t h = j % p.H;
-    const int64_t b = (j / p.H) % p.B;
-    const int64_t i = first + j / (p.H * p.B);
-    const int64_t e = p.graph.rel_edge[i];
-    const int64_t u = p.graph.rel_dst[i];
-    const int64_t src = p.graph.col[e];
-    const int64_t row = (b * p.N + u) * p.H + h;
-    A qu[P], dou[P];
-    load_row<P>(qu, static_cast<const T*>(p.q) + offset(p.q_strides, b, u, h), p.D, lane);
-    load_row<P>(dou, static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, u, h), p.D, lane);
-    const T* k_src = static_cast<const T*>(p.k) + offset(p.k_strides, b, src, h);
-    const A pr = gsa_prob(edge_score<P>(qu, k_src, rr, p.D, lane, scale), lse[row]);
-    const A dp = warp_dot<P>(dou, static_cast<const T*>(p.v) + offset(p.v_strides, b, src, h), p.D, lane);
-    const A ds = gsa_dscore(pr, dp, delta[row]);
-#pragma unroll
-    for (int k = 0; k < P; ++k) acc[k] += ds * qu[k];
-  }
-#pragma unroll
-  for (int i = 0; i < P; ++i) partial[warp][lane + kWarp * i] = acc[i];
-  __syncthreads();
-  if (warp != 0) return;
-  T* out = static_cast<T*>(p.d_rel_emb) + r * p.rel_stride;
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t d = lane + kWarp * i;
     A sum = 0;
-    for (int w = 0; w < kDrelWarps; ++w) sum += partial[w][lane + kWarp * i];
-    if (d < p.D) store(out + d, sum * scale);
+    for (int64_t s = 0; s < slices; ++s) sum += partial[(r * slices + s) * p.D + d];
+    store(static_cast<T*>(p.d_rel_emb) + r * p.rel_stride + d, sum * static_cast<A>(p.scale));
   }
 }
 
@@ -334,7 +439,7 @@ void check_launch(const char* what) {
 // (a relation holding every edge still gets E / kDrelSliceEdges blocks), within a partial-sum budget.
 constexpr int64_t kDrelSliceEdges = 512;
 constexpr int64_t kDrelMaxSlices = 1024;
-constexpr int64_t kDrelPartialBudget = int64_t{1} << 22;  // fp32 elements of [R, slices, D]
+constexpr int64_t kDrelPartialBudget = int64_t{1} << 22;  // elements of [R, slices, D]
 
 int64_t drel_slices(const GsaParams& p) {
   const int64_t by_edges = (p.graph.n_edges + kDrelSliceEdges - 1) / kDrelSliceEdges;
@@ -342,42 +447,73 @@ int64_t drel_slices(const GsaParams& p) {
   return std::max<int64_t>(1, std::min({by_edges, by_budget, kDrelMaxSlices}));
 }
 
-// fp32 elements of the partial sums kept after edge_ds (0 for fp64, which recomputes dS per relation).
-int64_t drel_partial_elems(const GsaParams& p) {
-  return p.dtype == GsaDtype::f64 ? 0 : p.R * drel_slices(p) * p.D;
+bool scheduled(const GsaScheduleView& s) { return s.order != nullptr; }
+
+BackwardLayout backward_layout(const GsaParams& p) {
+  BackwardLayout l;
+  const bool rel = p.rel_emb != nullptr && p.R > 0;
+  l.edge_ds = 0;
+  l.drel = rel ? p.B * p.graph.n_edges * p.H : 0;
+  l.dq_pieces = l.drel + (rel ? p.R * drel_slices(p) * p.D : 0);
+  l.dkv_pieces = l.dq_pieces + (scheduled(p.graph.rows) ? p.graph.rows.n_pieces * p.B * p.H * p.D : 0);
+  l.total = l.dkv_pieces + (scheduled(p.graph.srcs) ? p.graph.srcs.n_pieces * p.B * p.H * 2 * p.D : 0);
+  return l;
 }
 
-unsigned warp_blocks(const GsaParams& p) {
-  const int64_t warps = p.B * p.N * p.H;
-  return static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+int64_t acc_bytes(const GsaParams& p) { return p.dtype == GsaDtype::f64 ? 8 : 4; }
+
+// Blocks of a scheduled pass (pieces and rows) and of a merge pass over `s`.
+unsigned blocks_for_warps(int64_t warps) {
+  return static_cast<unsigned>(std::max<int64_t>(1, (warps + kWarpsPerBlock - 1) / kWarpsPerBlock));
 }
+unsigned scheduled_blocks(const GsaParams& p, const GsaScheduleView& s) {
+  const int64_t items = scheduled(s) ? s.n_pieces + s.n_order : p.N;
+  return blocks_for_warps(items * p.B * p.H);
+}
+unsigned merge_blocks(const GsaParams& p, const GsaScheduleView& s) { return blocks_for_warps(s.n_split * p.B * p.H); }
+bool has_merges(const GsaScheduleView& s) { return scheduled(s) && s.n_split > 0; }
+
+constexpr unsigned kThreads = kWarp * kWarpsPerBlock;
 
 template <int P, typename T>
 void forward_launch(const GsaParams& p, cudaStream_t stream) {
-  forward_kernel<P, T><<<warp_blocks(p), kWarp * kWarpsPerBlock, 0, stream>>>(p);
+  using A = typename GsaAcc<T>::type;
+  A* pieces = static_cast<A*>(p.workspace);
+  forward_kernel<P, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, pieces);
   check_launch("graph_attention forward");
+  if (has_merges(p.graph.rows)) {
+    forward_merge_kernel<P, T><<<merge_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, pieces);
+    check_launch("graph_attention forward (merge of split rows)");
+  }
 }
 
 template <int P, typename T>
 void backward_launch(const GsaParams& p, cudaStream_t stream) {
-  const unsigned threads = kWarp * kWarpsPerBlock;
-  delta_kernel<P, T><<<warp_blocks(p), threads, 0, stream>>>(p);
+  using A = typename GsaAcc<T>::type;
+  const BackwardLayout l = backward_layout(p);
+  A* ws = static_cast<A*>(p.workspace);
+  const bool rel = p.rel_emb != nullptr && p.R > 0;
+  A* edge_ds = rel ? ws + l.edge_ds : nullptr;
+  delta_kernel<P, T><<<blocks_for_warps(p.B * p.N * p.H), kThreads, 0, stream>>>(p);
   check_launch("graph_attention backward (delta)");
-  dq_kernel<P, T><<<warp_blocks(p), threads, 0, stream>>>(p);
+  dq_kernel<P, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, edge_ds, ws + l.dq_pieces);
   check_launch("graph_attention backward (dq)");
-  dkv_kernel<P, T><<<warp_blocks(p), threads, 0, stream>>>(p);
+  if (has_merges(p.graph.rows)) {
+    dq_merge_kernel<P, T><<<merge_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, ws + l.dq_pieces);
+    check_launch("graph_attention backward (dq merge)");
+  }
+  dkv_kernel<P, T><<<scheduled_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(p, ws + l.dkv_pieces);
   check_launch("graph_attention backward (dk, dv)");
-  if (p.rel_emb != nullptr && p.R > 0) {
-    if constexpr (std::is_same_v<T, double>) {
-      drel_recompute_kernel<P, T><<<static_cast<unsigned>(p.R), kWarp * kDrelWarps, 0, stream>>>(p);
-    } else {
-      const int64_t slices = drel_slices(p);
-      float* partial = edge_ds(p) + p.B * p.graph.n_edges * p.H;
-      const dim3 grid(static_cast<unsigned>(p.R), static_cast<unsigned>(slices));
-      drel_slice_kernel<T><<<grid, 64, 0, stream>>>(p, partial, slices);
-      check_launch("graph_attention backward (d_rel_emb slices)");
-      drel_reduce_kernel<T><<<static_cast<unsigned>(p.R), 64, 0, stream>>>(p, partial, slices);
-    }
+  if (has_merges(p.graph.srcs)) {
+    dkv_merge_kernel<P, T><<<merge_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(p, ws + l.dkv_pieces);
+    check_launch("graph_attention backward (dk, dv merge)");
+  }
+  if (rel) {
+    const int64_t slices = drel_slices(p);
+    const dim3 grid(static_cast<unsigned>(p.R), static_cast<unsigned>(slices));
+    drel_slice_kernel<T><<<grid, 64, 0, stream>>>(p, edge_ds, ws + l.drel, slices);
+    check_launch("graph_attention backward (d_rel_emb slices)");
+    drel_reduce_kernel<T><<<static_cast<unsigned>(p.R), 64, 0, stream>>>(p, ws + l.drel, slices);
     check_launch("graph_attention backward (d_rel_emb)");
   }
 }
@@ -422,21 +558,27 @@ struct Backward {
 
 int64_t gsa_cuda_delta_elems(const GsaParams& p) { return p.B * p.N * p.H; }
 
-int64_t gsa_cuda_workspace_bytes(const GsaParams& p) {
-  const int64_t elems = p.rel_emb != nullptr ? p.B * p.graph.n_edges * p.H + drel_partial_elems(p) : 0;
-  return elems * static_cast<int64_t>(sizeof(float));
+int64_t gsa_cuda_forward_workspace_bytes(const GsaParams& p) {
+  const int64_t pieces = scheduled(p.graph.rows) ? p.graph.rows.n_pieces : 0;
+  return pieces * p.B * p.H * (p.D + 2) * acc_bytes(p);
 }
+
+int64_t gsa_cuda_workspace_bytes(const GsaParams& p) { return backward_layout(p).total * acc_bytes(p); }
 
 void gsa_forward_cuda(const GsaParams& p, void* stream) {
   if (p.B * p.N * p.H == 0) return;
+  if (p.workspace_bytes < gsa_cuda_forward_workspace_bytes(p)) {
+    throw Error("graph_attention forward on CUDA: a graph with split rows needs a workspace of "
+                "gsa_cuda_forward_workspace_bytes");
+  }
   dispatch<Forward>(p, static_cast<cudaStream_t>(stream));
 }
 
 void gsa_backward_cuda(const GsaParams& p, void* stream) {
   if (p.B * p.N * p.H == 0) return;
-  if (p.rel_emb != nullptr && (p.workspace_bytes < gsa_cuda_workspace_bytes(p) || p.graph.rel_ptr == nullptr)) {
-    throw Error("graph_attention backward on CUDA: rel_emb needs a workspace of gsa_cuda_workspace_bytes and the "
-                "relation grouping");
+  if (p.workspace_bytes < gsa_cuda_workspace_bytes(p) || (p.rel_emb != nullptr && p.graph.rel_ptr == nullptr)) {
+    throw Error("graph_attention backward on CUDA: needs a workspace of gsa_cuda_workspace_bytes (and the "
+                "relation grouping with rel_emb)");
   }
   dispatch<Backward>(p, static_cast<cudaStream_t>(stream));
 }

@@ -10,9 +10,11 @@ namespace sb {
 // Largest head dimension the CUDA kernels handle (a warp keeps D / 32 values per lane in registers).
 constexpr int64_t kGsaCudaMaxD = 256;
 
-// Backward workspace sizes, from p's shapes (B, N, H, D, R, dtype, graph.n_edges, rel_emb): p.delta
-// [B, N, H] in the accumulation type (elements); p.workspace (bytes): with rel_emb the fp32 dS of every
-// edge [B, E, H] and the d_rel_emb partial sums, else 0.
+// Workspace sizes, from p's shapes (B, N, H, D, R, dtype, graph.n_edges, rel_emb) and the graph's schedules
+// (p.graph.rows, p.graph.srcs): the forward's p.workspace (bytes) holds the states of the split rows' pieces; the
+// backward's p.delta is [B, N, H] in the accumulation type (elements) and its p.workspace (bytes) the pieces' dq,
+// dk, dv and, with rel_emb, the dS of every edge [B, E, H] and the d_rel_emb partial sums.
+int64_t gsa_cuda_forward_workspace_bytes(const GsaParams& p);
 int64_t gsa_cuda_delta_elems(const GsaParams& p);
 int64_t gsa_cuda_workspace_bytes(const GsaParams& p);
 

@@ -21,6 +21,7 @@ class CudaBackend final : public GsaBackend {
     }
     return "";
   }
+  int64_t forward_workspace_bytes(const GsaParams& p) const override { return gsa_cuda_forward_workspace_bytes(p); }
   GsaWorkspace backward_workspace(const GsaParams& p) const override {
     const int64_t acc_bytes = p.dtype == GsaDtype::f64 ? 8 : 4;
     return {gsa_cuda_delta_elems(p) * acc_bytes, gsa_cuda_workspace_bytes(p)};

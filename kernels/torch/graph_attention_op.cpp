@@ -23,16 +23,6 @@ extern "C" void sb_graph_attention_op_registrations() {}
 
 namespace sb {
 
-namespace {
-
-using op::GraphRef;
-
-std::string shape_str(const torch::Tensor& t) {
-  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
-  return fmt::format("({})", fmt::join(s, ", "));
-}
-
-// dtype names as Python spells them (float32, bfloat16, int64, ...)
 std::string dtype_name(c10::ScalarType s) {
   switch (s) {
     case torch::kFloat32: return "float32";
@@ -47,6 +37,15 @@ std::string dtype_name(c10::ScalarType s) {
     case torch::kBool: return "bool";
     default: return c10::toString(s);
   }
+}
+
+namespace {
+
+using op::GraphRef;
+
+std::string shape_str(const torch::Tensor& t) {
+  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
+  return fmt::format("({})", fmt::join(s, ", "));
 }
 
 std::string dtype_str(const torch::Tensor& t) { return dtype_name(t.scalar_type()); }
@@ -66,8 +65,8 @@ bool floating(const torch::Tensor& t) {
   return s == torch::kFloat32 || s == torch::kFloat64 || s == torch::kFloat16 || s == torch::kBFloat16;
 }
 
-GsaDtype gsa_dtype(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
+GsaDtype gsa_dtype(c10::ScalarType s) {
+  switch (s) {
     case torch::kFloat64: return GsaDtype::f64;
     case torch::kFloat16: return GsaDtype::f16;
     case torch::kBFloat16: return GsaDtype::bf16;
@@ -101,7 +100,7 @@ GsaParams shape_params(const torch::Tensor& q, const torch::Tensor& rel_emb, con
   GsaParams p;
   p.graph.n_nodes = graph.n_nodes;
   p.graph.n_edges = graph.n_edges();
-  p.dtype = gsa_dtype(q);
+  p.dtype = gsa_dtype(q.scalar_type());
   p.B = q.size(0);
   p.N = q.size(1);
   p.H = q.size(2);
@@ -110,6 +109,18 @@ GsaParams shape_params(const torch::Tensor& q, const torch::Tensor& rel_emb, con
   if (rel_emb.defined()) p.R = rel_emb.size(0);
   return p;
 }
+
+// A backend without kernels for a half type but with float32 ones (the CPU's) runs the call staged: inputs
+// converted to float32, the float32 kernels (which accumulate in float32 as the half kernels do), results
+// rounded back. The staging copies are LibTorch tensors, so memory records count them.
+bool staged_through_float32(const GsaBackend& backend, const GsaParams& p) {
+  if (p.dtype != GsaDtype::f16 && p.dtype != GsaDtype::bf16) return false;
+  GsaParams f = p;
+  f.dtype = GsaDtype::f32;
+  return !backend.unsupported(p).empty() && backend.unsupported(f).empty();
+}
+
+torch::Tensor to_float32(const torch::Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; }
 
 // Every check of the op's inputs: shapes, dtypes, devices, the graph's consistency with them, and the
 // support of the device's backend for the call. Returns that backend.
@@ -154,7 +165,9 @@ const GsaBackend& check_inputs(const torch::Tensor& q, const torch::Tensor& k, c
                             graph.device().str(), q.device().str()));
   }
   const GsaBackend& backend = backend_for(q.device());
-  gsa_require_supported(backend, shape_params(q, rel_emb, graph));
+  GsaParams p = shape_params(q, rel_emb, graph);
+  if (staged_through_float32(backend, p)) p.dtype = GsaDtype::f32;
+  gsa_require_supported(backend, p);
   return backend;
 }
 
@@ -172,6 +185,10 @@ GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torc
   p.graph.rel_ptr = graph.rel_ptr.data_ptr<int64_t>();
   p.graph.rel_edge = graph.rel_edge.data_ptr<int32_t>();
   p.graph.rel_dst = graph.rel_dst.data_ptr<int32_t>();
+  p.graph.rows = gsa_schedule_view(graph.row_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.row_pieces,
+                                   graph.row_split);
+  p.graph.srcs = gsa_schedule_view(graph.src_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.src_pieces,
+                                   graph.src_split);
   p.q = q.data_ptr();
   p.k = k.data_ptr();
   p.v = v.data_ptr();
@@ -285,6 +302,11 @@ std::tuple<torch::Tensor, torch::Tensor> forward_on_device(const torch::Tensor& 
                                                            const GraphRef& graph, void* stream) {
   const torch::Tensor rel_in = value_or_undefined(rel_opt);
   const GsaBackend& backend = check_inputs(q_in, k_in, v_in, rel_in, *graph);
+  if (staged_through_float32(backend, shape_params(q_in, rel_in, *graph))) {
+    auto [o, lse] = forward_on_device(to_float32(q_in), to_float32(k_in), to_float32(v_in),
+                                      optional_of(to_float32(rel_in)), graph, stream);
+    return {o.to(q_in.scalar_type()), lse};
+  }
   const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const torch::Tensor rel_emb = contiguous_or_undefined(rel_in);
   torch::Tensor o = torch::empty_like(q);
@@ -293,6 +315,12 @@ std::tuple<torch::Tensor, torch::Tensor> forward_on_device(const torch::Tensor& 
   p.o = o.data_ptr();
   p.o_strides = strides_of(o);
   p.lse = lse.data_ptr();
+  torch::Tensor workspace;
+  if (const int64_t bytes = backend.forward_workspace_bytes(p); bytes > 0) {
+    workspace = torch::empty({bytes}, q.options().dtype(torch::kUInt8));
+    p.workspace = workspace.data_ptr();
+    p.workspace_bytes = bytes;
+  }
   backend.forward(p, stream);
   return {o, lse};
 }
@@ -305,6 +333,13 @@ std::vector<torch::Tensor> backward_on_device(const torch::Tensor& d_o_in, const
   const GsaBackend& backend = check_inputs(q_in, k_in, v_in, rel_in, *graph);
   if (!d_o_in.defined() || d_o_in.sizes() != q_in.sizes() || d_o_in.scalar_type() != q_in.scalar_type()) {
     throw Error(fmt::format("d_o must have shape {} and dtype {} like q", shape_str(q_in), dtype_str(q_in)));
+  }
+  if (staged_through_float32(backend, shape_params(q_in, rel_in, *graph))) {
+    std::vector<torch::Tensor> grads =
+        backward_on_device(to_float32(d_o_in), to_float32(q_in), to_float32(k_in), to_float32(v_in),
+                           optional_of(to_float32(rel_in)), to_float32(o_in), lse_in, graph, stream);
+    for (auto& g : grads) g = g.to(q_in.scalar_type());
+    return grads;
   }
   const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const torch::Tensor rel_emb = contiguous_or_undefined(rel_in);
@@ -358,6 +393,15 @@ TorchGraph TorchGraph::from_host(const GsaHostGraph& h, torch::Device device) {
   t.rel_ptr = upload(h.rel_ptr.data(), h.n_relations + 1, torch::kInt64, device);
   t.rel_edge = upload(h.rel_edge.data(), ne, torch::kInt32, device);
   t.rel_dst = upload(h.rel_dst.data(), ne, torch::kInt32, device);
+  const auto schedule = [&](const GsaPackedSchedule& s) {
+    return upload(s.data.data(), static_cast<int64_t>(s.data.size()), torch::kInt64, device);
+  };
+  t.row_schedule = schedule(h.row_schedule);
+  t.src_schedule = schedule(h.src_schedule);
+  t.row_pieces = h.row_schedule.n_pieces;
+  t.row_split = h.row_schedule.n_split;
+  t.src_pieces = h.src_schedule.n_pieces;
+  t.src_split = h.src_schedule.n_split;
   return t;
 }
 
@@ -410,7 +454,13 @@ std::vector<torch::Tensor> graph_attention_backward(const torch::Tensor& d_o, co
   return grads;
 }
 
-std::string graph_attention_backend(torch::Device device) { return backend_for(device).name(); }
+std::string graph_attention_backend(torch::Device device, c10::ScalarType dtype) {
+  const GsaBackend& backend = backend_for(device);
+  GsaParams p;
+  p.dtype = gsa_dtype(dtype);
+  if (staged_through_float32(backend, p)) return backend.name() + " (" + dtype_name(dtype) + " staged to float32)";
+  return backend.name();
+}
 
 namespace {
 

@@ -31,6 +31,10 @@ struct TorchGraph : torch::CustomClassHolder {
   torch::Tensor rel_ptr;    // [R + 1] int64
   torch::Tensor rel_edge;   // [E] int32
   torch::Tensor rel_dst;    // [E] int32
+  // Load-balancing schedules for device backends (GsaPackedSchedule: split rows' pieces, the rest heaviest
+  // first), by destination and by source, int64, with their sizes.
+  torch::Tensor row_schedule, src_schedule;
+  int64_t row_pieces = 0, row_split = 0, src_pieces = 0, src_split = 0;
 
   static TorchGraph from_graph(const Graph& g, torch::Device device = torch::kCPU);
   // From the destination CSR as tensors on one device (what prepare_graph takes): row_ptr [N + 1] int64,
@@ -61,8 +65,12 @@ std::vector<torch::Tensor> graph_attention_backward(const torch::Tensor& d_o, co
                                                     const torch::Tensor& rel_emb, const torch::Tensor& o,
                                                     const torch::Tensor& lse, const TorchGraph& graph);
 
-// Name of the kernel backend calls on `device` use (e.g. "cpu:AVX2", "cuda"); throws sb::Error when none.
-std::string graph_attention_backend(torch::Device device);
+// A dtype as Python spells it: float32, bfloat16, int64, ...
+std::string dtype_name(c10::ScalarType s);
+
+// Name of the kernel backend calls on `device` in `dtype` use (e.g. "cpu:AVX2", "cuda", "cpu:AVX2 (bfloat16 staged
+// to float32)"); throws sb::Error when none.
+std::string graph_attention_backend(torch::Device device, c10::ScalarType dtype = torch::kFloat32);
 
 // Dense baselines, causal or not; q, k, v: [B, T, H, D]; return [B, T, H, D].
 // dense_attention is the best dense attention LibTorch has: at::scaled_dot_product_attention on LibTorch >= 2.0

@@ -168,6 +168,45 @@ TEST(Train, ResumeReproducesUninterruptedRun) {
   sb::test::remove_tree(base);
 }
 
+// bfloat16 compute trains beside float32 (parameters stay float32, the record says what ran); float16 trains with
+// a loss scale where this LibTorch has CPU float16 matmuls and is refused by name where it has not.
+TEST(Train, HalfPrecisionTrainsAndRecordsItsPrecision) {
+  const std::string base = temp_dir("precision");
+  const std::string data = make_corpus(base);
+  const json f32 = sb::train(tiny(data, base + "/f32"));
+  auto bf_cfg = tiny(data, base + "/bf16");
+  bf_cfg.dtype = "bfloat16";
+  const json bf = sb::train(bf_cfg);
+  ASSERT_EQ(bf["status"], "ok");
+  EXPECT_EQ(bf["precision"], json({{"parameters", "float32"}, {"compute", "bfloat16"}}));
+  EXPECT_EQ(f32["precision"], json({{"parameters", "float32"}, {"compute", "float32"}}));
+  EXPECT_EQ(bf["attention_backend"], sb::graph_attention_backend(torch::kCPU) + " (bfloat16 staged to float32)");
+  EXPECT_EQ(bf["config"]["dtype"], "bfloat16");
+  const auto losses = read_metrics(base + "/bf16", "train");
+  ASSERT_EQ(losses.size(), 12u);
+  EXPECT_LT(losses.back()["loss"].get<double>(), losses.front()["loss"].get<double>());
+  EXPECT_NEAR(bf["valid_bpc"].get<double>(), f32["valid_bpc"].get<double>(), 0.25);
+
+  auto h_cfg = tiny(data, base + "/f16");
+  h_cfg.dtype = "float16";
+  bool cpu_half = true;
+  try {
+    (void)torch::matmul(torch::ones({2, 2}, torch::kFloat16), torch::ones({2, 2}, torch::kFloat16));
+  } catch (const c10::Error&) {
+    cpu_half = false;
+  }
+  if (!cpu_half) {
+    EXPECT_NE(error_of(h_cfg).find("dtype float16: this LibTorch"), std::string::npos);
+  } else {
+    const json h = sb::train(h_cfg);
+    ASSERT_EQ(h["status"], "ok");
+    EXPECT_EQ(h["precision"]["compute"], "float16");
+    EXPECT_LE(h["precision"]["loss_scale"]["scale"].get<double>(), 65536.0);
+    EXPECT_NEAR(h["valid_bpc"].get<double>(), f32["valid_bpc"].get<double>(), 0.25);
+  }
+  sb::test::remove_tree(base);
+}
+
 TEST(Train, CorruptOrMissingCheckpointIsRefused) {
   const std::string base = temp_dir("corrupt");
   const std::string data = make_corpus(base);

@@ -293,6 +293,14 @@ GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProbl
   p.graph.rel_ptr = static_cast<const int64_t*>(put_vector(mem, hg.rel_ptr).ptr);
   p.graph.rel_edge = static_cast<const int32_t*>(put_vector(mem, hg.rel_edge).ptr);
   p.graph.rel_dst = static_cast<const int32_t*>(put_vector(mem, hg.rel_dst).ptr);
+  // Schedules with a small threshold, so device backends split rows of every pattern here (the CPU ignores them).
+  const int64_t threshold = 8;
+  const GsaPackedSchedule by_dst = gsa_pack_schedule(hg.row_ptr.data(), hg.n_nodes, threshold);
+  const GsaPackedSchedule by_src = gsa_pack_schedule(hg.t_row_ptr.data(), hg.n_nodes, threshold);
+  p.graph.rows = gsa_schedule_view(static_cast<const int64_t*>(put_vector(mem, by_dst.data).ptr), hg.n_nodes,
+                                   by_dst.n_pieces, by_dst.n_split);
+  p.graph.srcs = gsa_schedule_view(static_cast<const int64_t*>(put_vector(mem, by_src.data).ptr), hg.n_nodes,
+                                   by_src.n_pieces, by_src.n_split);
   p.graph.n_nodes = hg.n_nodes;
   p.graph.n_edges = hg.n_edges();
   p.dtype = dtype;
@@ -312,6 +320,9 @@ GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProbl
   const Buffer o = put_empty(mem, size), lse = put_empty(mem, rows * elem_bytes(acc_of(dtype)));
   p.o = o.ptr;
   p.lse = lse.ptr;
+  const int64_t forward_bytes = b.forward_workspace_bytes(p);
+  p.workspace = forward_bytes > 0 ? put_empty(mem, static_cast<size_t>(forward_bytes)).ptr : nullptr;
+  p.workspace_bytes = forward_bytes;
   Buffer d_rel;
   if (!prob.rel_emb.empty()) {
     p.R = prob.R;

@@ -99,5 +99,48 @@ TEST(GsaSplitPlan, ThresholdFollowsTheMeanDegree) {
   EXPECT_EQ(gsa_split_threshold(10, 95, 4, 2), 20);         // mean rounded up: 10 -> 20
 }
 
+// The packed device schedule: its view gives the plan back, and the unsplit rows once each, heaviest first (ties in
+// row order), so every edge is walked exactly once by either a piece or its whole row.
+TEST(GsaSplitPlan, PackedScheduleCoversEveryRowOnceHeaviestFirst) {
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int64_t> light(0, 60);
+  std::vector<int64_t> degrees;
+  for (int i = 0; i < 300; ++i) degrees.push_back(light(rng));
+  degrees[7] = 3000;
+  degrees[200] = 700;
+  const std::vector<int64_t> row_ptr = csr_from_degrees(degrees);
+  const int64_t threshold = gsa_device_split_threshold(300, row_ptr.back());
+  EXPECT_EQ(threshold, 256);
+  const GsaPackedSchedule packed = gsa_pack_schedule(row_ptr.data(), 300, threshold);
+  const GsaScheduleView v = gsa_schedule_view(packed.data.data(), packed.n_rows, packed.n_pieces, packed.n_split);
+  const GsaSplitPlan plan = gsa_split_plan(row_ptr.data(), 300, threshold);
+  check_plan(row_ptr, plan, threshold);
+  ASSERT_EQ(v.n_pieces, plan.n_pieces());
+  ASSERT_EQ(v.n_split, 2);
+  ASSERT_EQ(v.n_order, 298);
+  EXPECT_EQ(packed.data.size(), static_cast<size_t>(3 * v.n_pieces + 2 * v.n_split + 1 + v.n_order));
+  for (int64_t k = 0; k < v.n_pieces; ++k) {
+    EXPECT_EQ(v.piece_begin[k], plan.piece_begin[k]);
+    EXPECT_EQ(v.piece_end[k], plan.piece_end[k]);
+    EXPECT_EQ(v.piece_row[k], plan.piece_row[k]);
+  }
+  for (int64_t i = 0; i <= v.n_split; ++i) EXPECT_EQ(v.piece_ptr[i], plan.piece_ptr[i]);
+  EXPECT_EQ(v.split_rows[0], 7);
+  EXPECT_EQ(v.split_rows[1], 200);
+  std::vector<int> seen(300, 0);
+  for (int64_t i = 0; i < v.n_order; ++i) {
+    const int64_t u = v.order[i];
+    ASSERT_GE(u, 0);
+    ASSERT_LT(u, 300);
+    EXPECT_FALSE(plan.row_split[u]) << "split row " << u << " in the order";
+    ++seen[u];
+    if (i > 0) {
+      const int64_t prev = v.order[i - 1];
+      EXPECT_TRUE(degrees[prev] > degrees[u] || (degrees[prev] == degrees[u] && prev < u)) << "at " << i;
+    }
+  }
+  for (int64_t u = 0; u < 300; ++u) EXPECT_EQ(seen[u] + plan.row_split[u], 1) << "row " << u;
+}
+
 }  // namespace
 }  // namespace sb

@@ -102,6 +102,39 @@ TEST(Expand, SeedsAxisRepeatsEveryConfigurationPerSeed) {
   EXPECT_EQ(plain[0].config.seed, 9);
 }
 
+// The dtypes axis: innermost, named in ids and labels only when given, into each train point's config, and into
+// the analytic memory (half-size activations; on the CPU plus float32 staging copies of the op's tensors).
+TEST(Expand, DtypesAxisSetsPrecisionPerPoint) {
+  const Scenario s = make(R"({"kind": "attention", "device": "cpu", "attention": {"heads": 2, "head_dim": 8},
+      "axes": {"patterns": [{"name": "star"}], "lengths": [50], "batch": 3, "dtypes": ["float32", "bfloat16"]}})");
+  const auto pts = expand_scenario(s);
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0].dtype, "float32");
+  EXPECT_EQ(pts[1].dtype, "bfloat16");
+  EXPECT_EQ(pts[0].label, "star [float32]");
+  EXPECT_EQ(pts[1].label, "star [bfloat16]");
+  EXPECT_EQ(pts[1].id, pts[0].id.substr(0, pts[0].id.size() - 7) + "bfloat16");
+  EXPECT_EQ(point_to_json(s, pts[1])["dtype"], "bfloat16");
+  const Graph g = build_pattern("star", 50, false);
+  const int64_t io = 3 * g.n_nodes() * 2 * 8, lse = 3 * 2 * g.n_nodes();
+  EXPECT_EQ(pts[0].analytic_bytes, g.bytes() + 4 * 4 * io + 4 * lse);
+  EXPECT_EQ(pts[1].analytic_bytes, g.bytes() + 4 * (2 + 4) * io + 4 * lse);  // staged on the CPU
+
+  const auto train = expand_scenario(make(R"({"kind": "train", "axes": {"patterns": [{"name": "bpt", "k": 2}],
+      "lengths": [64], "dtypes": ["bfloat16", "float16"]}})"));
+  ASSERT_EQ(train.size(), 2u);
+  EXPECT_EQ(train[0].config.dtype, "bfloat16");
+  EXPECT_EQ(train[1].config.dtype, "float16");
+  // Without the axis: the trainer's dtype, ids and labels as before.
+  const auto plain = expand_scenario(make(R"({"kind": "train", "train": {"dtype": "bfloat16"},
+      "axes": {"patterns": [{"name": "bpt", "k": 2}], "lengths": [64]}})"));
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].dtype, "bfloat16");
+  EXPECT_EQ(plain[0].config.dtype, "bfloat16");
+  EXPECT_EQ(plain[0].id.find("dtype"), std::string::npos);
+  EXPECT_EQ(plain[0].label, "bpt(k=2)");
+}
+
 TEST(Expand, BatchIsAtLeastOne) {
   const Scenario s = make(R"({"kind": "attention", "axes": {"patterns": [{"name": "dense"}],
       "lengths": [8, 100], "tokens": 64}})");

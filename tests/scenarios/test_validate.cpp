@@ -225,6 +225,18 @@ TEST(Validate, SeedsAxis) {
             "fig7.json: /axes/seeds: only used by kind \"train\" (timing kinds repeat instead), this is \"attention\"");
 }
 
+TEST(Validate, DtypesAxis) {
+  const std::string attn = R"({"kind": "attention", "axes": {"patterns": [{"name": "bpt"}], "lengths": [64], "dtypes": )";
+  EXPECT_EQ(error_of(attn + R"(["float32", "bfloat16", "float16", "float64"]}})"), "");
+  EXPECT_EQ(error_of(attn + R"("bfloat16"}})"), "");
+  EXPECT_EQ(error_of(attn + R"(["bfloat16", "bfloat16"]}})"), "fig7.json: /axes/dtypes/1: dtype bfloat16 appears twice");
+  EXPECT_EQ(error_of(attn + R"(["fp8"]}})"),
+            "fig7.json: /axes/dtypes/0: expected one of \"float32\", \"float64\", \"bfloat16\", \"float16\", got \"fp8\"");
+  EXPECT_EQ(error_of(R"({"kind": "train", "train": {"dtype": "float16"}, "axes": {"patterns": [{"name": "bpt"}],
+      "lengths": [64], "dtypes": ["bfloat16"]}})"),
+            "fig7.json: /axes/dtypes: give either /train/dtype or /axes/dtypes, not both");
+}
+
 TEST(Validate, NameMustBeADirectoryName) {
   json d = base();
   d["name"] = "../up";

@@ -27,6 +27,7 @@
 #include "harness/lm/loss_scale.h"
 #include "harness/measure/build_info.h"
 #include "harness/measure/device.h"
+#include "harness/measure/machine.h"
 #include "harness/measure/op_profile.h"
 #include "harness/measure/threads.h"
 #include "harness/scenario/run_config.h"
@@ -597,6 +598,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                  {"distributed", distributed},
                  {"device", device_name(model->parameters().front().device())},
                  {"simd_target", gsa_cpu_target()},  // the CPU kernels' target (SB_CPU_TARGET pins it)
+                 {"cpu", cpu_summary()},
                  {"attention_backend", model->attention_backend()},
                  {"precision", {{"parameters", dtype_name(dtype)}, {"compute", dtype_name(compute)}}},
                  {"git_commit", git_commit()},

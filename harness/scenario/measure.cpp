@@ -304,6 +304,7 @@ void measure_point(const Scenario& s, const Point& p, const std::string& run_dir
   const torch::Device device = resolve_device(p.config.device);
   record["threads_used"] = set_cpu_threads(static_cast<int>(p.threads));
   record["simd_target"] = gsa_cpu_target();  // the CPU kernels' SIMD target (SB_CPU_TARGET pins it)
+  record["cpu"] = cpu_summary();              // per point: a resumed sweep may finish on another machine
   if (s.kind == "train") {
     measure_train(p, record, fmt::format("{}/train/{:04}", run_dir, p.index), s.reuse_runs);
     return;
@@ -329,7 +330,7 @@ json run_environment() {
   env["blas"] = blas_info();
   env["threads_default"] = at::get_num_threads();
   env["hardware_threads"] = std::thread::hardware_concurrency();
-  env["cpu"] = cpu_model();
+  env["cpu"] = cpu_summary();
   env["simd_target"] = gsa_cpu_target();
   env["simd_targets_available"] = gsa_cpu_targets();
   env["cuda_available"] = torch::cuda::is_available();

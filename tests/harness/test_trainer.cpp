@@ -11,6 +11,7 @@
 
 #include "harness/lm/trainer.h"
 #include "harness/measure/device.h"
+#include "harness/measure/machine.h"
 #include "common/error.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
@@ -130,6 +131,7 @@ TEST(Train, ResumeReproducesUninterruptedRun) {
   ASSERT_EQ(full["status"], "ok");
   ASSERT_EQ(full["steps"], 12);
   EXPECT_EQ(full["simd_target"], sb::gsa_cpu_target());  // the record names the kernels' target that ran
+  EXPECT_EQ(full["cpu"], sb::cpu_summary());  // and the CPU, which a generic model name alone may not tell
   EXPECT_EQ(full["attention_backend"], sb::graph_attention_backend(torch::kCPU));
   EXPECT_EQ(full["world_size"], 1);
 

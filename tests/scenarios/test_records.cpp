@@ -174,6 +174,7 @@ TEST(Sweep, ResumeSkipsRecordedPointsAfterACrash) {
   const std::string path = dir.file("run/records.jsonl");
   std::ofstream(path, std::ios::app) << "{\"point\": \"" << pts[5].id << "\", \"sta";
   opt.resume = true;
+  opt.environment = {{"cpu", "CPU B (AVX2)"}, {"simd_target", "AVX2"}, {"commit", "c2"}, {"blas", "unused"}};
   const SweepSummary sum = run_sweep(s, pts, opt, measure);
   EXPECT_EQ(sum.already, 5);
   EXPECT_EQ(sum.ok, 7);
@@ -184,7 +185,13 @@ TEST(Sweep, ResumeSkipsRecordedPointsAfterACrash) {
   std::set<std::string> ids;
   for (const json& rec : r.records) ids.insert(rec["point"].get<std::string>());
   EXPECT_EQ(ids.size(), pts.size());
-  EXPECT_EQ(json::parse(slurp(dir.file("run/run.json")))["resumed"].size(), 1u);
+  const json resumed = json::parse(slurp(dir.file("run/run.json")))["resumed"];
+  ASSERT_EQ(resumed.size(), 1u);
+  // The resumed part names the machine and build that ran it, which may differ from the first part's.
+  EXPECT_EQ(resumed[0]["cpu"], "CPU B (AVX2)");
+  EXPECT_EQ(resumed[0]["simd_target"], "AVX2");
+  EXPECT_EQ(resumed[0]["commit"], "c2");
+  EXPECT_FALSE(resumed[0].contains("blas"));
 }
 
 TEST(Sweep, OverBudgetPointsAreRecordedSkippedNotMeasured) {

@@ -57,7 +57,9 @@ def main():
     for v in variants:
         simd = next((lab.split("simd=")[1] for lab in (labels[n].get(v, "") for n in order) if "simd=" in lab), "-")
         g = statistics.median(gemm[v]) if gemm[v] else float("nan")
-        lines.append(f"| {v} | {simd} | {g:.1f} | {contexts[v].get('mhz_per_cpu', '?')} MHz x {contexts[v].get('num_cpus', '?')} |")
+        ctx = contexts[v]
+        cpu = f"{ctx.get('cpu', 'cpu not named')}, {ctx.get('mhz_per_cpu', '?')} MHz x {ctx.get('num_cpus', '?')}"
+        lines.append(f"| {v} | {simd} | {g:.1f} | {cpu} |")
     lines += ["", "| benchmark | " + " | ".join(f"{v} ms (spread, reps)" for v in variants) + " | "
               + " | ".join(f"{v} GEMM fraction" for v in variants) + " | "
               + " | ".join(f"{v} / {variants[0]} time" for v in variants[1:]) + " |",

@@ -6,6 +6,7 @@
 #include "harness/cli/cli.h"
 #include "harness/lm/config.h"
 #include "harness/measure/bench.h"
+#include "harness/measure/machine.h"
 #include "harness/measure/threads.h"
 
 namespace sb {
@@ -60,6 +61,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   }
   benchmark::AddCustomContext("threads", std::to_string(set_cpu_threads(threads)));
   benchmark::AddCustomContext("suite", suite);
+  benchmark::AddCustomContext("cpu", cpu_summary());  // Google Benchmark's own context gives no model name
   if (!scenario.empty()) benchmark::AddCustomContext("scenario", scenario);
   std::vector<char*> bargv;
   std::string prog = "sparsebench bench " + suite;

@@ -2,8 +2,8 @@
 """Medians of `sparsebench bench kernels --benchmark_format=json` outputs, one column per variant, as a markdown table.
 
 Each input is VARIANT=FILE.json (several files of one variant, e.g. interleaved rounds, pool their repetitions).
-Per benchmark and variant: the median over repetitions of the time per call, edges per second and the fraction of
-the same-process GEMM rate (`gemm_fraction`), the spread (max-min over median of the times), and the ratio of each
+Per benchmark and variant: the median over repetitions of the time per call and of the fraction of the same-process
+GEMM rate (`gemm_fraction`), the spread (max-min over median of the times), and the ratio of each
 variant's median time to the first variant's.
 e.g. python3 benchmarks/summarize_bench.py old=old-r1.json old=old-r2.json avx3=avx3-r1.json --out summary.md
 """
@@ -31,7 +31,7 @@ def main():
     ap.add_argument("inputs", nargs="+", help="VARIANT=FILE.json")
     ap.add_argument("--out", help="write the table here as well as to stdout")
     args = ap.parse_args()
-    runs = defaultdict(lambda: defaultdict(list))  # name -> variant -> [(time_ms, edges/s, fraction)]
+    runs = defaultdict(lambda: defaultdict(list))  # name -> variant -> [(time_ms, gemm_fraction)]
     contexts, variants, order, labels, gemm = {}, [], [], defaultdict(dict), defaultdict(list)
     for item in args.inputs:
         if "=" not in item:
@@ -49,7 +49,7 @@ def main():
             if name not in order:
                 order.append(name)
             scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
-            runs[name][variant].append((b["real_time"] * scale, b.get("edges_per_s", 0.0), b.get("gemm_fraction", 0.0)))
+            runs[name][variant].append((b["real_time"] * scale, b.get("gemm_fraction", 0.0)))
             labels[name][variant] = b.get("label", "")
             if "gemm_gflops" in b:
                 gemm[variant].append(b["gemm_gflops"])
@@ -75,7 +75,7 @@ def main():
             t = [x[0] for x in r]
             med[v] = statistics.median(t)
             cells.append(f"{med[v]:.1f} ({(max(t) - min(t)) / med[v] * 100:.0f}%, {len(t)})")
-            fr.append(f"{statistics.median(x[2] for x in r):.2f}")
+            fr.append(f"{statistics.median(x[1] for x in r):.2f}")
         ratios = [f"{med[v] / med[variants[0]]:.2f}" if v in med and variants[0] in med else "-" for v in variants[1:]]
         lines.append(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(fr) + " | " + " | ".join(ratios) + " |")
     text = "\n".join(lines) + "\n"

@@ -23,7 +23,7 @@ int64_t available_memory_bytes() {
 
 namespace {
 
-// The value of the first line starting with `key` (up to ':'), trimmed; empty when absent.
+// The value after ':' of the first line whose name (before ':', trimmed) is `key`, trimmed; empty when absent.
 std::string field(const std::string& text, const std::string& key) {
   std::istringstream in(text);
   std::string line;

@@ -35,6 +35,6 @@ TEST(Machine, CpuSummaryOnArmAndWithoutFacts) {
             "Neoverse (NEON)");
   EXPECT_EQ(sb::cpu_summary_from(""), "unknown");
   EXPECT_EQ(sb::cpu_summary_from("model name\t: Some CPU\n"), "Some CPU");
-  // The running machine's summary starts with its model name.
+  // The running machine gives one too.
   EXPECT_FALSE(sb::cpu_summary().empty());
 }

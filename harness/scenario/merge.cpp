@@ -214,7 +214,10 @@ MergeReport merge_runs(const MergeOptions& opt) {
     const std::string st = src.run.value("started", std::string());
     if (started.empty() || (!st.empty() && st < started)) started = st;
     json part = {{"dir", src.dir}, {"records", src.records.size()}};
-    for (const char* k : {"shard", "started", "resumed", "jobs", "commit", "host", "cpu", "simd_target", "libtorch"}) {
+    for (const char* k : {"shard", "started", "resumed", "jobs"}) {
+      if (src.run.contains(k)) part[k] = src.run[k];
+    }
+    for (const char* k : kRunMachineKeys) {
       if (src.run.contains(k)) part[k] = src.run[k];
     }
     from.push_back(std::move(part));

@@ -36,6 +36,10 @@ RecordFile read_records(const std::string& path);
 // Writes the records as CSV: one column per scalar field (nested objects flattened as a.b), arrays
 // of numbers as their values joined by ';'.
 void write_records_csv(const std::vector<json>& records, const std::string& path);
+// The run.json keys that say which build ran where: repeated in each resumed entry and each merged source,
+// since a sweep may be resumed or sharded on other machines and builds.
+inline constexpr const char* kRunMachineKeys[] = {"commit", "cpu", "simd_target", "libtorch", "host"};
+
 // UTC "YYYYmmdd-HHMMSS".
 std::string utc_stamp();
 std::string utc_iso();

@@ -240,6 +240,9 @@ json find_reusable_run(const TrainConfig& cfg, const std::vector<std::string>& r
   return nullptr;
 }
 
+// What a reused run's record says of its CPU when its result.json predates the field.
+constexpr const char* kCpuNotRecorded = "not recorded (the reused run predates the field)";
+
 // Copies the finished run `src` into out_dir, its result marked with where it came from.
 json reuse_run(const json& src, const std::string& out_dir) {
   const fs::path from = src["dir"].get<std::string>();
@@ -252,7 +255,8 @@ json reuse_run(const json& src, const std::string& out_dir) {
   result.erase("dir");
   result["reused_from"] = {{"train_dir", from.string()},
                            {"git_commit", src.value("git_commit", std::string())},
-                           {"torch_version", src.value("torch_version", std::string())}};
+                           {"torch_version", src.value("torch_version", std::string())},
+                           {"cpu", src.value("cpu", std::string(kCpuNotRecorded))}};
   write_file_atomic((fs::path(out_dir) / "result.json").string(), result.dump(2) + "\n");
   return result;
 }
@@ -265,7 +269,11 @@ void measure_train(const Point& p, json& record, const std::string& out_dir, con
       fmt::print("point {}: reusing the finished run {} (same settings, data and SIMD target)\n", p.index,
                  src["dir"].get<std::string>());
     }
-    record_train_result(reuse_run(src, out_dir), out_dir, record);
+    const json result = reuse_run(src, out_dir);
+    record_train_result(result, out_dir, record);
+    // The record describes the run that made these numbers, not this process.
+    record["cpu"] = result["reused_from"]["cpu"];
+    if (result.contains("threads")) record["threads_used"] = result["threads"];
     return;
   }
   std::string why;

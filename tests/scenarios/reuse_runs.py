@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # `run --reuse-from RUN_DIR`: a train point whose settings, data and SIMD target match a finished run of another
-# scenario's run directory copies it (record and result say where from, the numbers are the original's) instead of
-# training again, in one process and with --jobs 2; a point that differs in a setting that changes training trains;
-# a missing directory is refused by name. usage: reuse_runs.py SPARSEBENCH WORK_DIR
+# scenario's run directory copies it (record and result say where from; the numbers, CPU and threads are the
+# original's) instead of training again, in one process and with --jobs 2; a point that differs in a setting that
+# changes training trains; a missing directory is refused by name. usage: reuse_runs.py SPARSEBENCH WORK_DIR
 import json
 import os
 import shutil
@@ -34,6 +34,14 @@ def main(binary, work):
     a_dir = os.path.join(work, "a")
     run(binary, ["run", a_spec, "--out", a_dir, "--no-plot"], 0, timeout=600)
     a = records(a_dir)
+    # The reused run's record names the CPU that trained it, not the one that copied it: give A's run another CPU,
+    # as if it had run elsewhere.
+    a_result = os.path.join(a["window(w=4)"]["train_dir"], "result.json")
+    with open(a_result) as f:
+        result = json.load(f)
+    elsewhere = "Other CPU (family 1 model 2, AVX2)"
+    result["cpu"] = elsewhere
+    write(a_result, json.dumps(result))
 
     # Another scenario: window w=4 as in A (logging and checkpoint intervals differ, which change nothing trained)
     # and window w=6, new.
@@ -49,6 +57,10 @@ def main(binary, work):
         origin = (same.get("reused_from") or {}).get("train_dir", "")
         if os.path.normpath(origin) != os.path.normpath(src["train_dir"]):
             raise Failure(f"--jobs {jobs}: window(w=4) should be copied from {src['train_dir']}, got {same}")
+        if same.get("cpu") != elsewhere or same["reused_from"].get("cpu") != elsewhere:
+            raise Failure(f"--jobs {jobs}: the reused record should name the original run's CPU, got {same}")
+        if same.get("threads_used") != result["threads"]:
+            raise Failure(f"--jobs {jobs}: the reused record should keep the original's threads, got {same}")
         for key in ("final_loss", "valid_bpc", "test_bpc", "steps"):
             if same[key] != src[key]:
                 raise Failure(f"--jobs {jobs}: reused {key} {same[key]} differs from the original's {src[key]}")

@@ -188,15 +188,13 @@ TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
   return cfg;
 }
 
-// The fields of a training result that go into the point's record.
+// The fields of a training result that go into the point's record ("device": where the tensors lived).
 void record_train_result(const json& result, const std::string& out_dir, json& record) {
-  for (const char* key : {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size",
-                          "context_lens", "resumed_at_steps", "reused_from", "attention_backend"}) {
-    if (result.contains(key)) record[key] = result[key];
-  }
-  if (result.contains("timing")) record["timing"] = result["timing"];
-  if (result.contains("device")) record["device"] = result["device"];  // where the tensors lived
-  if (result.contains("evals")) record["evals"] = result["evals"];
+  copy_present_keys(result,
+                    {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size",
+                     "context_lens", "resumed_at_steps", "reused_from", "attention_backend", "timing", "device",
+                     "evals"},
+                    record);
   record["train_dir"] = out_dir;
   const std::string status = result.value("status", std::string("ok"));
   if (status != "ok") {

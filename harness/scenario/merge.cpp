@@ -214,12 +214,8 @@ MergeReport merge_runs(const MergeOptions& opt) {
     const std::string st = src.run.value("started", std::string());
     if (started.empty() || (!st.empty() && st < started)) started = st;
     json part = {{"dir", src.dir}, {"records", src.records.size()}};
-    for (const char* k : {"shard", "started", "resumed", "jobs"}) {
-      if (src.run.contains(k)) part[k] = src.run[k];
-    }
-    for (const char* k : kRunMachineKeys) {
-      if (src.run.contains(k)) part[k] = src.run[k];
-    }
+    copy_present_keys(src.run, {"shard", "started", "resumed", "jobs"}, part);
+    copy_present_keys(src.run, kRunMachineKeys, part);
     from.push_back(std::move(part));
     // The pattern pictures: every source's, once.
     for (const auto& entry : fs::directory_iterator(fs::path(src.dir) / "graphs", ec)) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,17 @@ void write_records_csv(const std::vector<json>& records, const std::string& path
 // The run.json keys that say which build ran where: repeated in each resumed entry and each merged source,
 // since a sweep may be resumed or sharded on other machines and builds.
 inline constexpr const char* kRunMachineKeys[] = {"commit", "cpu", "simd_target", "libtorch", "host"};
+
+// Copies each of `keys` that `from` holds into `to` (fields of run.json, results and records may be absent).
+template <typename Keys>
+void copy_present_keys(const json& from, const Keys& keys, json& to) {
+  for (const char* k : keys) {
+    if (from.contains(k)) to[k] = from[k];
+  }
+}
+inline void copy_present_keys(const json& from, std::initializer_list<const char*> keys, json& to) {
+  copy_present_keys<std::initializer_list<const char*>>(from, keys, to);
+}
 
 // UTC "YYYYmmdd-HHMMSS".
 std::string utc_stamp();

@@ -242,9 +242,7 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
     refuse_changes(changes, opt.allow_changes, "--resume", run_json_path);
     json entry = {{"time", utc_iso()}, {"scenario_sha256", sha256_hex(s.doc.dump())}, {"jobs", jobs}};
     // A resumed sweep may run on another machine or build: say which ran from here on.
-    for (const char* k : kRunMachineKeys) {
-      if (opt.environment.contains(k)) entry[k] = opt.environment[k];
-    }
+    copy_present_keys(opt.environment, kRunMachineKeys, entry);
     if (!changes.empty()) {
       entry["changed"] = changes_json(changes);  // before and after, per key
       entry["scenario"] = s.doc;

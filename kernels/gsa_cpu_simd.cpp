@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/gsa_cpu_kernels.h"
 #include "kernels/gsa_math.h"
@@ -452,6 +453,232 @@ void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m
   });
 }
 
+// Forward of rows that share most of their sources (window, bpt and similar graphs), as a register tile: the
+// group's rows (up to kTileRows; missing rows are empty) walk the sorted union of their sources in segments, and
+// each key, value or relation row loaded serves every row of the group, where the per-row path loads it once per
+// row. Dots of J = N/kTileRows rows x kTileRows query rows fill the N parts of one reduce_parts (lane
+// j*kTileRows + i), so a chunk takes kTileRows*J FMAs for J + kTileRows loads per vector of D. Relation terms
+// q_i . r_rel come from a table over the relations the group's edges use, built the same way. Union positions a
+// row lacks score -inf and weigh 0 (a non-finite value row of such a source would still reach the row as 0 * inf).
+constexpr int kTileRows = 4;
+static_assert(kTileRows == kGsaCpuRowGroup, "the tile covers one row group");
+
+// The tile pays while the union of the group's sources is at most kTileWaste times the mean row length.
+constexpr double kTileWaste = 1.3;
+
+template <class D>
+bool tile_applies(D d, const GsaParams& p, const RowGroup& grp) {
+#if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
+  (void)d, (void)p, (void)grp;
+  return false;
+#else
+  (void)d;
+  constexpr size_t N = hn::MaxLanes(D());
+  if (N < static_cast<size_t>(kTileRows) || grp.n < 2 || p.D % static_cast<int64_t>(N) != 0) return false;
+  int64_t total = 0;
+  for (int i = 0; i < grp.n; ++i) total += grp.e1[i] - grp.e0[i];
+  const int32_t* col = p.graph.col;
+  int64_t c[kTileRows], unions = 0;
+  for (int i = 0; i < grp.n; ++i) c[i] = grp.e0[i];
+  for (;;) {  // rows are sorted without duplicates: count the union by a merge
+    int64_t lo = INT64_MAX;
+    for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i]) lo = std::min<int64_t>(lo, col[c[i]]);
+    if (lo == INT64_MAX) break;
+    for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i] && col[c[i]] == lo) ++c[i];
+    ++unions;
+  }
+  return unions > 0 && static_cast<double>(unions) * grp.n <= kTileWaste * static_cast<double>(total);
+#endif
+}
+
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+// Lane j*kTileRows + i = q_i . x_j (q_i = q[i] + q_off, x_j = x[j] + x_off) for the J = N/kTileRows rows x.
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<D> tile_dots(D d, const T* const* q, int64_t q_off, const T* const* x, int64_t x_off, int64_t len) {
+  using V = hn::Vec<D>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  constexpr int J = N / kTileRows;
+  V part[N];
+  for (int t = 0; t < N; ++t) part[t] = hn::Zero(d);
+  for (int64_t e = 0; e < len; e += N) {
+    V xv[J];
+    for (int j = 0; j < J; ++j) xv[j] = hn::LoadU(d, x[j] + x_off + e);
+    for (int i = 0; i < kTileRows; ++i) {
+      const V qv = hn::LoadU(d, q[i] + q_off + e);
+      for (int j = 0; j < J; ++j) part[j * kTileRows + i] = hn::MulAdd(qv, xv[j], part[j * kTileRows + i]);
+    }
+  }
+  return reduce_parts(d, part);
+}
+// acc_i[e .. e + K*N) = alpha_i * acc_i + sum_{j < ns} w[j*kTileRows + i] * x_j[x_off ..] for the kTileRows rows
+// (acc_i = acc + i * row_stride), K vectors of every row in registers while the sources stream through.
+template <int K, class D, typename T = hn::TFromD<D>>
+HWY_INLINE void tile_axpy(D d, T* acc, int64_t row_stride, const T* alpha, const T* w, int ns, const T* const* x,
+                          int64_t x_off, int64_t e) {
+  using V = hn::Vec<D>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  V a[kTileRows][K];
+  for (int i = 0; i < kTileRows; ++i) {
+    const V va = hn::Set(d, alpha[i]);
+    for (int k = 0; k < K; ++k) a[i][k] = hn::Mul(hn::LoadU(d, acc + i * row_stride + e + k * N), va);
+  }
+  for (int j = 0; j < ns; ++j) {
+    V xv[K];
+    for (int k = 0; k < K; ++k) xv[k] = hn::LoadU(d, x[j] + x_off + k * N);
+    for (int i = 0; i < kTileRows; ++i) {
+      const V wv = hn::Set(d, w[j * kTileRows + i]);
+      for (int k = 0; k < K; ++k) a[i][k] = hn::MulAdd(wv, xv[k], a[i][k]);
+    }
+  }
+  for (int i = 0; i < kTileRows; ++i) {
+    for (int k = 0; k < K; ++k) hn::StoreU(a[i][k], d, acc + i * row_stride + e + k * N);
+  }
+}
+#endif
+
+// Scratch: kTileRows * H * R elements (the relation table), inside what gsa_cpu_scratch_elems gives the forward
+// beyond acc, m and l.
+template <bool REL, typename T>
+void forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l, T* acc, T* scratch) {
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
+  constexpr int J = N / kTileRows;                 // sources per tile_dots
+  constexpr int S = N * kSegChunks;                // union sources per segment
+  constexpr int KV = HWY_MAX_BYTES >= 64 ? 4 : 2;  // value vectors per row held in registers (32 or 16 registers)
+  const In<T> in(p);
+  const GsaGraphView& g = p.graph;
+  const int64_t H = p.H, Dm = p.D;
+  const T* q_u[kTileRows];
+  for (int i = 0; i < kTileRows; ++i) q_u[i] = in.q + at(p.q_strides, b, grp.u[i < grp.n ? i : 0]);
+  for (int i = grp.n; i < kTileRows; ++i) {  // padding rows: empty state, never written out
+    for (int64_t h = 0; h < H; ++h) m[i * H + h] = gsa_neg_inf<T>(), l[i * H + h] = T(0);
+    std::fill(acc + i * H * Dm, acc + (i + 1) * H * Dm, T(0));
+  }
+  // Relation table: slot s of each relation the group's edges use, tab [H][slot * kTileRows + i] = q_i,h . r.
+  T* tab = scratch;
+  thread_local std::vector<int32_t> slot_of;
+  thread_local std::vector<int32_t> rels;
+  if constexpr (REL) {
+    if (static_cast<int64_t>(slot_of.size()) < p.R) slot_of.assign(static_cast<size_t>(p.R), -1);
+    rels.clear();
+    for (int i = 0; i < grp.n; ++i) {
+      for (int64_t e = grp.e0[i]; e < grp.e1[i]; ++e) {
+        int32_t& s = slot_of[g.rel[e]];
+        if (s < 0) s = static_cast<int32_t>(rels.size()), rels.push_back(g.rel[e]);
+      }
+    }
+    const T* rel = static_cast<const T*>(p.rel_emb);
+    const int nr = static_cast<int>(rels.size());
+    const T* rp[N];
+    for (int64_t h = 0; h < H; ++h) {
+      for (int s0 = 0; s0 < nr; s0 += J) {
+        for (int j = 0; j < J; ++j) rp[j] = rel + rels[std::min(s0 + j, nr - 1)] * p.rel_stride;
+        HWY_ALIGN T buf[N];
+        hn::Store(tile_dots(d, q_u, h * p.q_strides.head, rp, 0, Dm), d, buf);
+        const int cnt = std::min(J, nr - s0) * kTileRows;
+        std::copy(buf, buf + cnt, tab + h * nr * kTileRows + s0 * kTileRows);
+      }
+    }
+  }
+  const int nrel = static_cast<int>(rels.size());
+  const T* kp[S];
+  const T* vp[S];
+  int32_t rel[S * kTileRows];      // relation of (union source j, row i) at j*kTileRows + i; -1: no edge
+  HWY_ALIGN T sc[S * kTileRows];   // scores, then weights, same layout
+  HWY_ALIGN T ok[S * kTileRows];   // 1 where (j, i) is an edge
+  const hn::RebindToSigned<decltype(d)> di;
+  using TI = hn::TFromD<decltype(di)>;
+  HWY_ALIGN TI tix[S * kTileRows];  // index of (j, i)'s relation term in a head's table
+  int64_t c[kTileRows];
+  for (int i = 0; i < kTileRows; ++i) c[i] = i < grp.n ? grp.e0[i] : 0;
+  const V scale = hn::Set(d, static_cast<T>(p.scale));
+  for (;;) {
+    int ns = 0;  // union sources in this segment
+    for (; ns < S; ++ns) {
+      int64_t lo = INT64_MAX;
+      for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i]) lo = std::min<int64_t>(lo, g.col[c[i]]);
+      if (lo == INT64_MAX) break;
+      for (int i = 0; i < kTileRows; ++i) {
+        int32_t r = -1;
+        if (i < grp.n && c[i] < grp.e1[i] && g.col[c[i]] == lo) r = REL ? g.rel[c[i]++] : (c[i]++, 0);
+        rel[ns * kTileRows + i] = r;
+      }
+      kp[ns] = in.k + at(p.k_strides, b, lo);
+      vp[ns] = in.v + at(p.v_strides, b, lo);
+    }
+    if (ns == 0) break;
+    const int padded = (ns + J - 1) / J * J;
+    for (int j = ns; j < padded; ++j) {  // padding sources repeat the first, masked
+      kp[j] = kp[0];
+      vp[j] = vp[0];
+      for (int i = 0; i < kTileRows; ++i) rel[j * kTileRows + i] = -1;
+    }
+    // The mask and the table index of every (j, i), written before the head loop: vector loads of freshly stored
+    // scalars stall on store forwarding.
+    for (int t = 0; t < padded * kTileRows; ++t) ok[t] = rel[t] >= 0 ? T(1) : T(0);
+    if constexpr (REL) {
+      for (int t = 0; t < padded * kTileRows; ++t) {
+        tix[t] = rel[t] >= 0 ? static_cast<TI>(slot_of[rel[t]] * kTileRows + t % kTileRows) : TI(0);
+      }
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t hv = h * p.v_strides.head;
+      const T* tab_h = tab + h * nrel * kTileRows;
+      V mx = hn::Set(d, gsa_neg_inf<T>());
+      for (int j0 = 0; j0 < padded; j0 += J) {
+        V s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
+        if constexpr (REL) s = hn::Add(s, hn::GatherIndex(d, tab_h, hn::Load(di, tix + j0 * kTileRows)));
+        s = hn::IfThenElse(hn::Gt(hn::Load(d, ok + j0 * kTileRows), hn::Zero(d)), hn::Mul(s, scale),
+                           hn::Set(d, gsa_neg_inf<T>()));
+        hn::Store(s, d, sc + j0 * kTileRows);
+        mx = hn::Max(mx, s);
+      }
+      // Per row: the new max (lanes i, i + kTileRows, ...), the rescale of its state, then exp over the segment.
+      HWY_ALIGN T mxl[N];
+      hn::Store(mx, d, mxl);
+      HWY_ALIGN T msub[N];
+      T alpha[kTileRows];
+      for (int i = 0; i < kTileRows; ++i) {
+        T segmax = mxl[i];
+        for (int t = i + kTileRows; t < N; t += kTileRows) segmax = std::max(segmax, mxl[t]);
+        T& mh = m[i * H + h];
+        const T m_new = std::max(mh, segmax);
+        alpha[i] = rescale_factor(d, mh, m_new);
+        mh = m_new;
+        const T m_use = m_new == gsa_neg_inf<T>() ? T(0) : m_new;  // a row with nothing yet: exp(-inf) = 0
+        for (int t = i; t < N; t += kTileRows) msub[t] = m_use;
+      }
+      const V vm = hn::Load(d, msub);
+      V sum = hn::Zero(d);
+      for (int t = 0; t < padded * kTileRows; t += N) {
+        const V pr = vexp(d, hn::Sub(hn::Load(d, sc + t), vm));
+        hn::Store(pr, d, sc + t);
+        sum = hn::Add(sum, pr);
+      }
+      HWY_ALIGN T suml[N];
+      hn::Store(sum, d, suml);
+      for (int i = 0; i < kTileRows; ++i) {
+        T s = 0;
+        for (int t = i; t < N; t += kTileRows) s += suml[t];
+        l[i * H + h] = l[i * H + h] * alpha[i] + s;
+      }
+      // acc_i += sum_j w_ij v_j, KV vectors of every row in registers while the segment's sources stream through.
+      T* acc_h = acc + h * Dm;
+      int64_t e = 0;
+      for (; e + KV * N <= Dm; e += KV * N) tile_axpy<KV>(d, acc_h, H * Dm, alpha, sc, ns, vp, hv + e, e);
+      for (; e < Dm; e += N) tile_axpy<1>(d, acc_h, H * Dm, alpha, sc, ns, vp, hv + e, e);
+    }
+  }
+  if constexpr (REL) {
+    for (int32_t r : rels) slot_of[r] = -1;
+  }
+#else
+  (void)p, (void)b, (void)grp, (void)m, (void)l, (void)acc, (void)scratch;
+#endif
+}
+
 template <typename T>
 void init_state(const GsaParams& p, int n, T* m, T* l, T* acc) {
   for (int64_t h = 0; h < n * p.H; ++h) {
@@ -492,7 +719,8 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
   T* lse = static_cast<T*>(p.lse);
   for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
     init_state(p, grp.n, m, l, acc);
-    forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
+    if (tile_applies(d, p, grp)) forward_tile<REL>(p, b, grp, m, l, acc, tab);
+    else forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
     for (int i = 0; i < grp.n; ++i) {
       const int64_t u = grp.u[i];
       T* o_u = o + at(p.o_strides, b, u);

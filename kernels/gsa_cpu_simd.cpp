@@ -466,10 +466,11 @@ static_assert(kTileRows == kGsaCpuRowGroup, "the tile covers one row group");
 // The tile pays while the union of the group's sources is at most kTileWaste times the mean row length.
 constexpr double kTileWaste = 1.3;
 
+// (col: the sources of the rows, or the destinations of sources in the backward by source.)
 template <class D>
-bool tile_applies(D d, const GsaParams& p, const RowGroup& grp) {
+bool tile_applies(D d, const GsaParams& p, const RowGroup& grp, const int32_t* col) {
 #if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
-  (void)d, (void)p, (void)grp;
+  (void)d, (void)p, (void)grp, (void)col;
   return false;
 #else
   (void)d;
@@ -477,10 +478,12 @@ bool tile_applies(D d, const GsaParams& p, const RowGroup& grp) {
   if (N < static_cast<size_t>(kTileRows) || grp.n < 2 || p.D % static_cast<int64_t>(N) != 0) return false;
   int64_t total = 0;
   for (int i = 0; i < grp.n; ++i) total += grp.e1[i] - grp.e0[i];
-  const int32_t* col = p.graph.col;
   int64_t c[kTileRows], unions = 0;
-  for (int i = 0; i < grp.n; ++i) c[i] = grp.e0[i];
-  for (;;) {  // rows are sorted without duplicates: count the union by a merge
+  for (int i = 0; i < grp.n; ++i) {
+    c[i] = grp.e0[i];
+    for (int64_t e = grp.e0[i] + 1; e < grp.e1[i]; ++e) if (col[e] <= col[e - 1]) return false;  // merge needs order
+  }
+  for (;;) {  // count the union by a merge
     int64_t lo = INT64_MAX;
     for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i]) lo = std::min<int64_t>(lo, col[c[i]]);
     if (lo == INT64_MAX) break;
@@ -510,6 +513,54 @@ HWY_INLINE hn::Vec<D> tile_dots(D d, const T* const* q, int64_t q_off, const T* 
   }
   return reduce_parts(d, part);
 }
+// The relations a row group's edges use, each given a slot (first use first), while the object lives.
+class TileRelations {
+ public:
+  TileRelations() : slot_of_(slot_map()) {}
+  ~TileRelations() {
+    for (int32_t r : rels_) slot_of_[r] = -1;
+  }
+  TileRelations(const TileRelations&) = delete;
+  TileRelations& operator=(const TileRelations&) = delete;
+  int count() const { return static_cast<int>(rels_.size()); }
+  int32_t slot(int32_t r) const { return slot_of_[r]; }
+  int32_t relation(int s) const { return rels_[s]; }
+
+  // Slots for the group's edges, and tab [H][slot * kTileRows + i] = q_i,h . r_rel for the kTileRows rows q.
+  template <class D, typename T = hn::TFromD<D>>
+  void table(D d, const GsaParams& p, const RowGroup& grp, const T* const* q, T* tab) {
+    constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+    constexpr int J = N / kTileRows;
+    if (static_cast<int64_t>(slot_of_.size()) < p.R) slot_of_.resize(static_cast<size_t>(p.R), -1);
+    for (int i = 0; i < grp.n; ++i) {
+      for (int64_t e = grp.e0[i]; e < grp.e1[i]; ++e) {
+        int32_t& s = slot_of_[p.graph.rel[e]];
+        if (s < 0) s = count(), rels_.push_back(p.graph.rel[e]);
+      }
+    }
+    const T* rel = static_cast<const T*>(p.rel_emb);
+    const int nr = count();
+    const T* rp[N];
+    HWY_ALIGN T buf[N];
+    for (int64_t h = 0; h < p.H; ++h) {
+      for (int s0 = 0; s0 < nr; s0 += J) {
+        for (int j = 0; j < J; ++j) rp[j] = rel + rels_[std::min(s0 + j, nr - 1)] * p.rel_stride;
+        hn::Store(tile_dots(d, q, h * p.q_strides.head, rp, 0, p.D), d, buf);
+        const int cnt = std::min(J, nr - s0) * kTileRows;
+        std::copy(buf, buf + cnt, tab + h * nr * kTileRows + s0 * kTileRows);
+      }
+    }
+  }
+
+ private:
+  static std::vector<int32_t>& slot_map() {  // per thread: -1 for every relation between uses
+    thread_local std::vector<int32_t> m;
+    return m;
+  }
+  std::vector<int32_t>& slot_of_;
+  std::vector<int32_t> rels_;
+};
+
 // acc_i[e .. e + K*N) = alpha_i * acc_i + sum_{j < ns} w[j*kTileRows + i] * x_j[x_off ..] for the kTileRows rows
 // (acc_i = acc + i * row_stride), K vectors of every row in registers while the sources stream through.
 template <int K, class D, typename T = hn::TFromD<D>>
@@ -556,33 +607,10 @@ void forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l
     for (int64_t h = 0; h < H; ++h) m[i * H + h] = gsa_neg_inf<T>(), l[i * H + h] = T(0);
     std::fill(acc + i * H * Dm, acc + (i + 1) * H * Dm, T(0));
   }
-  // Relation table: slot s of each relation the group's edges use, tab [H][slot * kTileRows + i] = q_i,h . r.
-  T* tab = scratch;
-  thread_local std::vector<int32_t> slot_of;
-  thread_local std::vector<int32_t> rels;
-  if constexpr (REL) {
-    if (static_cast<int64_t>(slot_of.size()) < p.R) slot_of.assign(static_cast<size_t>(p.R), -1);
-    rels.clear();
-    for (int i = 0; i < grp.n; ++i) {
-      for (int64_t e = grp.e0[i]; e < grp.e1[i]; ++e) {
-        int32_t& s = slot_of[g.rel[e]];
-        if (s < 0) s = static_cast<int32_t>(rels.size()), rels.push_back(g.rel[e]);
-      }
-    }
-    const T* rel = static_cast<const T*>(p.rel_emb);
-    const int nr = static_cast<int>(rels.size());
-    const T* rp[N];
-    for (int64_t h = 0; h < H; ++h) {
-      for (int s0 = 0; s0 < nr; s0 += J) {
-        for (int j = 0; j < J; ++j) rp[j] = rel + rels[std::min(s0 + j, nr - 1)] * p.rel_stride;
-        HWY_ALIGN T buf[N];
-        hn::Store(tile_dots(d, q_u, h * p.q_strides.head, rp, 0, Dm), d, buf);
-        const int cnt = std::min(J, nr - s0) * kTileRows;
-        std::copy(buf, buf + cnt, tab + h * nr * kTileRows + s0 * kTileRows);
-      }
-    }
-  }
-  const int nrel = static_cast<int>(rels.size());
+  TileRelations rels;
+  T* tab = scratch;  // [H][slot * kTileRows + i] = q_i,h . r of the slot's relation
+  if constexpr (REL) rels.table(d, p, grp, q_u, tab);
+  const int nrel = rels.count();
   const T* kp[S];
   const T* vp[S];
   int32_t rel[S * kTileRows];      // relation of (union source j, row i) at j*kTileRows + i; -1: no edge
@@ -620,7 +648,7 @@ void forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l
     for (int t = 0; t < padded * kTileRows; ++t) ok[t] = rel[t] >= 0 ? T(1) : T(0);
     if constexpr (REL) {
       for (int t = 0; t < padded * kTileRows; ++t) {
-        tix[t] = rel[t] >= 0 ? static_cast<TI>(slot_of[rel[t]] * kTileRows + t % kTileRows) : TI(0);
+        tix[t] = rel[t] >= 0 ? static_cast<TI>(rels.slot(rel[t]) * kTileRows + t % kTileRows) : TI(0);
       }
     }
     for (int64_t h = 0; h < H; ++h) {
@@ -628,8 +656,10 @@ void forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l
       const T* tab_h = tab + h * nrel * kTileRows;
       V mx = hn::Set(d, gsa_neg_inf<T>());
       for (int j0 = 0; j0 < padded; j0 += J) {
+        // The gather first: its latency then overlaps the dot products.
+        const V add = REL ? hn::GatherIndex(d, tab_h, hn::Load(di, tix + j0 * kTileRows)) : hn::Zero(d);
         V s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
-        if constexpr (REL) s = hn::Add(s, hn::GatherIndex(d, tab_h, hn::Load(di, tix + j0 * kTileRows)));
+        if constexpr (REL) s = hn::Add(s, add);
         s = hn::IfThenElse(hn::Gt(hn::Load(d, ok + j0 * kTileRows), hn::Zero(d)), hn::Mul(s, scale),
                            hn::Set(d, gsa_neg_inf<T>()));
         hn::Store(s, d, sc + j0 * kTileRows);
@@ -670,9 +700,6 @@ void forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l
       for (; e + KV * N <= Dm; e += KV * N) tile_axpy<KV>(d, acc_h, H * Dm, alpha, sc, ns, vp, hv + e, e);
       for (; e < Dm; e += N) tile_axpy<1>(d, acc_h, H * Dm, alpha, sc, ns, vp, hv + e, e);
     }
-  }
-  if constexpr (REL) {
-    for (int32_t r : rels) slot_of[r] = -1;
   }
 #else
   (void)p, (void)b, (void)grp, (void)m, (void)l, (void)acc, (void)scratch;
@@ -719,7 +746,7 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
   T* lse = static_cast<T*>(p.lse);
   for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
     init_state(p, grp.n, m, l, acc);
-    if (tile_applies(d, p, grp)) forward_tile<REL>(p, b, grp, m, l, acc, tab);
+    if (tile_applies(d, p, grp, p.graph.col)) forward_tile<REL>(p, b, grp, m, l, acc, tab);
     else forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
     for (int i = 0; i < grp.n; ++i) {
       const int64_t u = grp.u[i];
@@ -904,6 +931,150 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
   }
 }
 
+// Backward by destination as a register tile (see forward_tile): scores and dP = dO_i . v_j of the group's rows over
+// the union of their sources, dq_i += dS_ij k_j with each key row loaded once for the group. Relation gradients go
+// through the group's relation slots: W [H][slot * kTileRows + i] sums dS per relation, then dq_i,h += sum W r_rel
+// and d_rel_emb[rel] += scale sum_i,h W q_i,h once per relation. Scratch: 2 * kTileRows * H * R elements.
+template <bool REL, typename T>
+void dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc, T* rel_part, T* pds, T* scratch) {
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
+  constexpr int J = N / kTileRows;
+  constexpr int S = N * kSegChunks;
+  constexpr int KV = HWY_MAX_BYTES >= 64 ? 4 : 2;
+  const In<T> in(p);
+  const GsaGraphView& g = p.graph;
+  const int64_t H = p.H, Dm = p.D;
+  const T* q_u[kTileRows];
+  const T* do_u[kTileRows];
+  int64_t row[kTileRows];  // (b * N + u) * H: lse and delta of the row
+  for (int i = 0; i < kTileRows; ++i) {
+    const int64_t u = grp.u[i < grp.n ? i : 0];
+    q_u[i] = in.q + at(p.q_strides, b, u);
+    do_u[i] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u);
+    row[i] = (b * p.N + u) * H;
+  }
+  TileRelations rels;
+  T* tab = scratch;
+  if constexpr (REL) rels.table(d, p, grp, q_u, tab);
+  const int nrel = rels.count();
+  T* wsum = tab + H * nrel * kTileRows;  // W, laid out as tab
+  std::fill(wsum, wsum + H * nrel * kTileRows, T(0));
+  const T* lse = static_cast<const T*>(p.lse);
+  const T* delta = static_cast<const T*>(p.delta);
+  const T* kp[S];
+  const T* vp[S];
+  int32_t rel[S * kTileRows];
+  int64_t eoff[S * kTileRows];  // (b * E + e) * H * 2: the edge's entries in the edge cache
+  HWY_ALIGN T ok[S * kTileRows];
+  HWY_ALIGN T pw[S * kTileRows];
+  HWY_ALIGN T dsw[S * kTileRows];
+  const hn::RebindToSigned<decltype(d)> di;
+  using TI = hn::TFromD<decltype(di)>;
+  HWY_ALIGN TI tix[S * kTileRows];
+  const T ones[kTileRows] = {T(1), T(1), T(1), T(1)};
+  int64_t c[kTileRows];
+  for (int i = 0; i < kTileRows; ++i) c[i] = i < grp.n ? grp.e0[i] : 0;
+  const V scale = hn::Set(d, static_cast<T>(p.scale));
+  for (;;) {
+    int ns = 0;
+    for (; ns < S; ++ns) {
+      int64_t lo = INT64_MAX;
+      for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i]) lo = std::min<int64_t>(lo, g.col[c[i]]);
+      if (lo == INT64_MAX) break;
+      for (int i = 0; i < kTileRows; ++i) {
+        int32_t r = -1;
+        int64_t o = -1;
+        if (i < grp.n && c[i] < grp.e1[i] && g.col[c[i]] == lo) {
+          r = REL ? g.rel[c[i]] : 0;
+          o = (b * g.n_edges + c[i]++) * H * 2;
+        }
+        rel[ns * kTileRows + i] = r;
+        eoff[ns * kTileRows + i] = o;
+      }
+      kp[ns] = in.k + at(p.k_strides, b, lo);
+      vp[ns] = in.v + at(p.v_strides, b, lo);
+    }
+    if (ns == 0) break;
+    const int padded = (ns + J - 1) / J * J;
+    for (int j = ns; j < padded; ++j) {
+      kp[j] = kp[0];
+      vp[j] = vp[0];
+      for (int i = 0; i < kTileRows; ++i) rel[j * kTileRows + i] = -1, eoff[j * kTileRows + i] = -1;
+    }
+    for (int t = 0; t < padded * kTileRows; ++t) {
+      ok[t] = rel[t] >= 0 ? T(1) : T(0);
+      if constexpr (REL) tix[t] = rel[t] >= 0 ? static_cast<TI>(rels.slot(rel[t]) * kTileRows + t % kTileRows) : TI(0);
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      const T* tab_h = tab + h * nrel * kTileRows;
+      HWY_ALIGN T lsep[N];
+      HWY_ALIGN T delp[N];
+      for (int t = 0; t < N; ++t) lsep[t] = lse[row[t % kTileRows] + h], delp[t] = delta[row[t % kTileRows] + h];
+      const V lsev = hn::Load(d, lsep);
+      const V delv = hn::Load(d, delp);
+      for (int j0 = 0; j0 < padded; j0 += J) {
+        // The gather first: its latency then overlaps the dot products.
+        const V add = REL ? hn::GatherIndex(d, tab_h, hn::Load(di, tix + j0 * kTileRows)) : hn::Zero(d);
+        V s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
+        if constexpr (REL) s = hn::Add(s, add);
+        const auto valid = hn::Gt(hn::Load(d, ok + j0 * kTileRows), hn::Zero(d));
+        // Masked lanes weigh 0 (an empty row has lse = -inf, and -inf - -inf would be NaN).
+        const V pr = hn::IfThenElseZero(valid, vexp(d, hn::Sub(hn::Mul(s, scale), lsev)));
+        const V dp = tile_dots(d, do_u, h * p.d_o_strides.head, vp + j0, h * p.v_strides.head, Dm);
+        hn::Store(pr, d, pw + j0 * kTileRows);
+        hn::Store(hn::Mul(pr, hn::Sub(dp, delv)), d, dsw + j0 * kTileRows);
+      }
+      for (int t = 0; t < ns * kTileRows; ++t) {
+        if (eoff[t] < 0) continue;
+        if (pds != nullptr) pds[eoff[t] + h * 2] = pw[t], pds[eoff[t] + h * 2 + 1] = dsw[t];
+        if constexpr (REL) wsum[h * nrel * kTileRows + tix[t]] += dsw[t];
+      }
+      T* dq_h = dq_acc + h * Dm;
+      const int64_t hk = h * p.k_strides.head;
+      int64_t e = 0;
+      for (; e + KV * N <= Dm; e += KV * N) tile_axpy<KV>(d, dq_h, H * Dm, ones, dsw, ns, kp, hk + e, e);
+      for (; e < Dm; e += N) tile_axpy<1>(d, dq_h, H * Dm, ones, dsw, ns, kp, hk + e, e);
+    }
+  }
+  if constexpr (REL) {  // the relation sums, slots in order
+    const T* relp = static_cast<const T*>(p.rel_emb);
+    const int nl = N;
+    const T* rp[kMaxLanes * 2];
+    HWY_ALIGN T wr[kMaxLanes * 2];
+    for (int i = 0; i < grp.n; ++i) {
+      for (int64_t h = 0; h < H; ++h) {  // dq_i,h += sum_s W r_s
+        const T* w_h = wsum + h * nrel * kTileRows;
+        for (int s0 = 0; s0 < nrel; s0 += nl) {
+          const int n = std::min(nl, nrel - s0);
+          for (int j = 0; j < n; ++j) rp[j] = relp + rels.relation(s0 + j) * p.rel_stride, wr[j] = w_h[(s0 + j) * kTileRows + i];
+          group_axpy<false>(d, dq_acc + (i * H + h) * Dm, T(1), wr, n, rp, 0, rp, Dm);
+        }
+      }
+    }
+    const T* q_heads[kMaxHeads];
+    HWY_ALIGN T w[kMaxHeads];
+    for (int s = 0; s < nrel; ++s) {  // d_rel_emb[rel] += scale sum_i,h W q_i,h
+      T* part = rel_part + rels.relation(s) * Dm;
+      for (int i = 0; i < grp.n; ++i) {
+        for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
+          const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
+          for (int hh = 0; hh < nh; ++hh) {
+            q_heads[hh] = q_u[i] + (h0 + hh) * p.q_strides.head;
+            w[hh] = wsum[(h0 + hh) * nrel * kTileRows + s * kTileRows + i] * static_cast<T>(p.scale);
+          }
+          group_axpy<false>(d, part, T(1), w, nh, q_heads, 0, q_heads, Dm);
+        }
+      }
+    }
+  }
+#else
+  (void)p, (void)b, (void)grp, (void)dq_acc, (void)rel_part, (void)pds, (void)scratch;
+#endif
+}
+
 template <bool REL, typename T>
 void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, T* rel_part, T* pds, T* scratch) {
   const hn::ScalableTag<T> d;
@@ -913,8 +1084,9 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
   T* dq = static_cast<T*>(p.dq);
   for (int64_t b = 0; b < p.B; ++b) {
     for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
-      std::fill(dq_acc, dq_acc + grp.n * H * D, T(0));
-      dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
+      std::fill(dq_acc, dq_acc + kGsaCpuRowGroup * H * D, T(0));  // all rows: the tile also runs missing ones
+      if (tile_applies(d, p, grp, p.graph.col)) dq_tile<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
+      else dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
       for (int i = 0; i < grp.n; ++i) {
         T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
         for (int64_t h = 0; h < H; ++h) {
@@ -1027,6 +1199,66 @@ void dkv_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_ac
   });
 }
 
+// Backward by source as a register tile (see forward_tile): the group's sources walk the sorted union of their
+// destinations, and each destination's q and dO rows, loaded once, serve every source of the group. P and dS come
+// from the edge cache.
+template <typename T>
+void dkv_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_acc, T* dv_acc, const T* pds) {
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+  const hn::ScalableTag<T> d;
+  constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
+  constexpr int S = N * kSegChunks;
+  constexpr int KV = HWY_MAX_BYTES >= 64 ? 4 : 2;
+  const In<T> in(p);
+  const GsaGraphView& g = p.graph;
+  const int64_t H = p.H, Dm = p.D;
+  const T* qp[S];
+  const T* dop[S];
+  int64_t eoff[S * kTileRows];  // (b * E + e) * H * 2 of (union destination j, source i); -1: no edge
+  HWY_ALIGN T pw[S * kTileRows];
+  HWY_ALIGN T dsw[S * kTileRows];
+  const T ones[kTileRows] = {T(1), T(1), T(1), T(1)};
+  int64_t c[kTileRows];
+  for (int i = 0; i < kTileRows; ++i) c[i] = i < grp.n ? grp.e0[i] : 0;
+  for (;;) {
+    int ns = 0;
+    for (; ns < S; ++ns) {
+      int64_t lo = INT64_MAX;
+      for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i]) lo = std::min<int64_t>(lo, g.t_col[c[i]]);
+      if (lo == INT64_MAX) break;
+      for (int i = 0; i < kTileRows; ++i) {
+        int64_t o = -1;
+        if (i < grp.n && c[i] < grp.e1[i] && g.t_col[c[i]] == lo) o = (b * g.n_edges + g.t_edge[c[i]++]) * H * 2;
+        eoff[ns * kTileRows + i] = o;
+      }
+      qp[ns] = in.q + at(p.q_strides, b, lo);
+      dop[ns] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, lo);
+    }
+    if (ns == 0) break;
+    for (int64_t h = 0; h < H; ++h) {
+      for (int t = 0; t < ns * kTileRows; ++t) {
+        pw[t] = eoff[t] >= 0 ? pds[eoff[t] + h * 2] : T(0);
+        dsw[t] = eoff[t] >= 0 ? pds[eoff[t] + h * 2 + 1] : T(0);
+      }
+      T* dk_h = dk_acc + h * Dm;
+      T* dv_h = dv_acc + h * Dm;
+      const int64_t hq = h * p.q_strides.head, ho = h * p.d_o_strides.head;
+      int64_t e = 0;
+      for (; e + KV * N <= Dm; e += KV * N) {
+        tile_axpy<KV>(d, dk_h, H * Dm, ones, dsw, ns, qp, hq + e, e);
+        tile_axpy<KV>(d, dv_h, H * Dm, ones, pw, ns, dop, ho + e, e);
+      }
+      for (; e < Dm; e += N) {
+        tile_axpy<1>(d, dk_h, H * Dm, ones, dsw, ns, qp, hq + e, e);
+        tile_axpy<1>(d, dv_h, H * Dm, ones, pw, ns, dop, ho + e, e);
+      }
+    }
+  }
+#else
+  (void)p, (void)b, (void)grp, (void)dk_acc, (void)dv_acc, (void)pds;
+#endif
+}
+
 template <bool REL, typename T>
 void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, const T* pds,
                 T* scratch) {
@@ -1037,9 +1269,10 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
   T* dk = static_cast<T*>(p.dk);
   T* dv = static_cast<T*>(p.dv);
   for_row_groups(p.graph.t_row_ptr, v0, v1, skip, [&](const RowGroup& grp) {
-    std::fill(dk_acc, dk_acc + grp.n * H * D, T(0));
-    std::fill(dv_acc, dv_acc + grp.n * H * D, T(0));
-    dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc, pds);
+    std::fill(dk_acc, dk_acc + kGsaCpuRowGroup * H * D, T(0));  // all rows: the tile also runs missing ones
+    std::fill(dv_acc, dv_acc + kGsaCpuRowGroup * H * D, T(0));
+    if (pds != nullptr && tile_applies(d, p, grp, p.graph.t_col)) dkv_tile(p, b, grp, dk_acc, dv_acc, pds);
+    else dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc, pds);
     for (int i = 0; i < grp.n; ++i) {
       T* dk_v = dk + at(p.dk_strides, b, grp.u[i]);
       T* dv_v = dv + at(p.dv_strides, b, grp.u[i]);

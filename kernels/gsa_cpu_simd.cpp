@@ -4,11 +4,14 @@
 // their edges in segments of a few chunks of N edges (N = lanes of the target). Per (segment, head, row): the
 // chunks' N scores are N dot products over D reduced together by a fixed transpose-add tree (no per-edge
 // horizontal sum), then one max, one rescale and one vector-exp pass over the segment, then the accumulation
-// with the accumulator held in registers over the whole segment. Rows with at least twice as many edges as
-// relations take q . r_rel from a per-row table instead of reading a relation row per edge. The backward by
-// destination can store P and dS of every edge and head (the edge cache) for the backward by source. Every output
-// element is produced by one fixed sequence of operations that depends only on the graph, so results are bitwise
-// identical across runs and thread counts (they differ between targets, whose lane counts differ).
+// with the accumulator held in registers over the whole segment. A group whose rows share most of their sources
+// (window, bpt tokens; also sources sharing destinations in the backward) runs instead as a register tile over the
+// union of its sources, so each key, value or query row loaded serves all its rows (forward_tile, dq_tile,
+// dkv_tile). Other rows with at least twice as many edges as relations take q . r_rel from a per-row table instead
+// of reading a relation row per edge. The backward by destination can store P and dS of every edge and head (the
+// edge cache) for the backward by source. Every output element is produced by one fixed sequence of operations
+// that depends only on the graph (row groups, and whether a group runs as a tile, are fixed by it), so results are
+// bitwise identical across runs and thread counts (they differ between targets, whose lane counts differ).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gsa_cpu_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -17,6 +20,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/gsa_cpu_kernels.h"
@@ -465,23 +469,27 @@ static_assert(kTileRows == kGsaCpuRowGroup, "the tile covers one row group");
 
 // The tile pays while the union of the group's sources is at most kTileWaste times the mean row length.
 constexpr double kTileWaste = 1.3;
+// Rows shorter than this on average do not pay for the merge (bpt k=4 causal at n=512 measured slower as tiles).
+constexpr int64_t kTileMinRow = 32;
 
-// (col: the sources of the rows, or the destinations of sources in the backward by source.)
+// Returns the size of the union when the tile applies, else 0 (col: the sources of the rows, or the destinations of
+// sources in the backward by source).
 template <class D>
-bool tile_applies(D d, const GsaParams& p, const RowGroup& grp, const int32_t* col) {
+int64_t tile_union(D d, const GsaParams& p, const RowGroup& grp, const int32_t* col) {
 #if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
   (void)d, (void)p, (void)grp, (void)col;
-  return false;
+  return 0;
 #else
   (void)d;
   constexpr size_t N = hn::MaxLanes(D());
-  if (N < static_cast<size_t>(kTileRows) || grp.n < 2 || p.D % static_cast<int64_t>(N) != 0) return false;
+  if (N < static_cast<size_t>(kTileRows) || grp.n < 2 || p.D % static_cast<int64_t>(N) != 0) return 0;
   int64_t total = 0;
   for (int i = 0; i < grp.n; ++i) total += grp.e1[i] - grp.e0[i];
+  if (total < kTileMinRow * grp.n) return 0;
   int64_t c[kTileRows], unions = 0;
   for (int i = 0; i < grp.n; ++i) {
     c[i] = grp.e0[i];
-    for (int64_t e = grp.e0[i] + 1; e < grp.e1[i]; ++e) if (col[e] <= col[e - 1]) return false;  // merge needs order
+    for (int64_t e = grp.e0[i] + 1; e < grp.e1[i]; ++e) if (col[e] <= col[e - 1]) return 0;  // merge needs order
   }
   for (;;) {  // count the union by a merge
     int64_t lo = INT64_MAX;
@@ -490,7 +498,7 @@ bool tile_applies(D d, const GsaParams& p, const RowGroup& grp, const int32_t* c
     for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i] && col[c[i]] == lo) ++c[i];
     ++unions;
   }
-  return unions > 0 && static_cast<double>(unions) * grp.n <= kTileWaste * static_cast<double>(total);
+  return static_cast<double>(unions) * grp.n <= kTileWaste * static_cast<double>(total) ? unions : 0;
 #endif
 }
 
@@ -516,21 +524,22 @@ HWY_INLINE hn::Vec<D> tile_dots(D d, const T* const* q, int64_t q_off, const T* 
 // The relations a row group's edges use, each given a slot (first use first), while the object lives.
 class TileRelations {
  public:
-  TileRelations() : slot_of_(slot_map()) {}
+  TileRelations() : slot_of_(thread_maps().first), rels_(thread_maps().second) { rels_.clear(); }
   ~TileRelations() {
     for (int32_t r : rels_) slot_of_[r] = -1;
   }
   TileRelations(const TileRelations&) = delete;
   TileRelations& operator=(const TileRelations&) = delete;
   int count() const { return static_cast<int>(rels_.size()); }
+
+  // Assigns the slots; whether the table (one dot per relation and row) costs at most half the key dots. Rows whose
+  // every edge has its own relation (bpt) measured slower as tiles at small D and short rows.
+  bool pays(const GsaParams& p, const RowGroup& grp, int64_t unions) { return 2 * int64_t{assign(p, grp)} <= unions; }
   int32_t slot(int32_t r) const { return slot_of_[r]; }
   int32_t relation(int s) const { return rels_[s]; }
 
-  // Slots for the group's edges, and tab [H][slot * kTileRows + i] = q_i,h . r_rel for the kTileRows rows q.
-  template <class D, typename T = hn::TFromD<D>>
-  void table(D d, const GsaParams& p, const RowGroup& grp, const T* const* q, T* tab) {
-    constexpr int N = static_cast<int>(hn::MaxLanes(D()));
-    constexpr int J = N / kTileRows;
+  // Gives the relations of the group's edges their slots; returns how many there are.
+  int assign(const GsaParams& p, const RowGroup& grp) {
     if (static_cast<int64_t>(slot_of_.size()) < p.R) slot_of_.resize(static_cast<size_t>(p.R), -1);
     for (int i = 0; i < grp.n; ++i) {
       for (int64_t e = grp.e0[i]; e < grp.e1[i]; ++e) {
@@ -538,6 +547,14 @@ class TileRelations {
         if (s < 0) s = count(), rels_.push_back(p.graph.rel[e]);
       }
     }
+    return count();
+  }
+
+  // tab [H][slot * kTileRows + i] = q_i,h . r_rel for the kTileRows rows q (after assign).
+  template <class D, typename T = hn::TFromD<D>>
+  void table(D d, const GsaParams& p, const T* const* q, T* tab) {
+    constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+    constexpr int J = N / kTileRows;
     const T* rel = static_cast<const T*>(p.rel_emb);
     const int nr = count();
     const T* rp[N];
@@ -553,12 +570,13 @@ class TileRelations {
   }
 
  private:
-  static std::vector<int32_t>& slot_map() {  // per thread: -1 for every relation between uses
-    thread_local std::vector<int32_t> m;
+  // Per thread, reused across groups: slot of every relation (-1 between uses) and the used relations.
+  static std::pair<std::vector<int32_t>, std::vector<int32_t>>& thread_maps() {
+    thread_local std::pair<std::vector<int32_t>, std::vector<int32_t>> m;
     return m;
   }
   std::vector<int32_t>& slot_of_;
-  std::vector<int32_t> rels_;
+  std::vector<int32_t>& rels_;
 };
 
 // acc_i[e .. e + K*N) = alpha_i * acc_i + sum_{j < ns} w[j*kTileRows + i] * x_j[x_off ..] for the kTileRows rows
@@ -602,8 +620,11 @@ HWY_INLINE void tile_axpy_rows(D d, T* acc, int64_t row_stride, const T* alpha, 
 // Scratch: kTileRows * H * R elements (the relation table), inside what gsa_cpu_scratch_elems gives the forward
 // beyond acc, m and l.
 template <bool REL, typename T>
-void forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l, T* acc, T* scratch) {
+bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions, T* m, T* l, T* acc,
+                  T* scratch) {
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+  TileRelations rels;
+  if (REL && !rels.pays(p, grp, unions)) return false;
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
@@ -618,9 +639,8 @@ void forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l
     for (int64_t h = 0; h < H; ++h) m[i * H + h] = gsa_neg_inf<T>(), l[i * H + h] = T(0);
     std::fill(acc + i * H * Dm, acc + (i + 1) * H * Dm, T(0));
   }
-  TileRelations rels;
   T* tab = scratch;  // [H][slot * kTileRows + i] = q_i,h . r of the slot's relation
-  if constexpr (REL) rels.table(d, p, grp, q_u, tab);
+  if constexpr (REL) rels.table(d, p, q_u, tab);
   const int nrel = rels.count();
   const T* kp[S];
   const T* vp[S];
@@ -709,8 +729,10 @@ void forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l
       tile_axpy_rows(d, acc + h * Dm, H * Dm, alpha, sc, ns, vp, hv, Dm);
     }
   }
+  return true;
 #else
-  (void)p, (void)b, (void)grp, (void)m, (void)l, (void)acc, (void)scratch;
+  (void)p, (void)b, (void)grp, (void)unions, (void)m, (void)l, (void)acc, (void)scratch;
+  return false;
 #endif
 }
 
@@ -754,8 +776,10 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
   T* lse = static_cast<T*>(p.lse);
   for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
     init_state(p, grp.n, m, l, acc);
-    if (tile_applies(d, p, grp, p.graph.col)) forward_tile<REL>(p, b, grp, m, l, acc, tab);
-    else forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
+    const int64_t unions = tile_union(d, p, grp, p.graph.col);
+    if (unions == 0 || !forward_tile<REL>(p, b, grp, unions, m, l, acc, tab)) {
+      forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
+    }
     for (int i = 0; i < grp.n; ++i) {
       const int64_t u = grp.u[i];
       T* o_u = o + at(p.o_strides, b, u);
@@ -944,8 +968,11 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
 // through the group's relation slots: W [H][slot * kTileRows + i] sums dS per relation, then dq_i,h += sum W r_rel
 // and d_rel_emb[rel] += scale sum_i,h W q_i,h once per relation. Scratch: 2 * kTileRows * H * R elements.
 template <bool REL, typename T>
-void dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc, T* rel_part, T* pds, T* scratch) {
+bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions, T* dq_acc, T* rel_part, T* pds,
+             T* scratch) {
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+  TileRelations rels;
+  if (REL && !rels.pays(p, grp, unions)) return false;
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
@@ -963,9 +990,8 @@ void dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc, T* r
     do_u[i] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, u);
     row[i] = (b * p.N + u) * H;
   }
-  TileRelations rels;
   T* tab = scratch;
-  if constexpr (REL) rels.table(d, p, grp, q_u, tab);
+  if constexpr (REL) rels.table(d, p, q_u, tab);
   const int nrel = rels.count();
   T* wsum = tab + H * nrel * kTileRows;  // W, laid out as tab
   std::fill(wsum, wsum + H * nrel * kTileRows, T(0));
@@ -1073,8 +1099,10 @@ void dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc, T* r
       }
     }
   }
+  return true;
 #else
-  (void)p, (void)b, (void)grp, (void)dq_acc, (void)rel_part, (void)pds, (void)scratch;
+  (void)p, (void)b, (void)grp, (void)unions, (void)dq_acc, (void)rel_part, (void)pds, (void)scratch;
+  return false;
 #endif
 }
 
@@ -1088,8 +1116,10 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
   for (int64_t b = 0; b < p.B; ++b) {
     for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
       std::fill(dq_acc, dq_acc + kGsaCpuRowGroup * H * D, T(0));  // all rows: the tile also runs missing ones
-      if (tile_applies(d, p, grp, p.graph.col)) dq_tile<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
-      else dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
+      const int64_t unions = tile_union(d, p, grp, p.graph.col);
+      if (unions == 0 || !dq_tile<REL>(p, b, grp, unions, dq_acc, rel_part, pds, dq_scratch)) {
+        dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
+      }
       for (int i = 0; i < grp.n; ++i) {
         T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
         for (int64_t h = 0; h < H; ++h) {
@@ -1263,7 +1293,7 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
   for_row_groups(p.graph.t_row_ptr, v0, v1, skip, [&](const RowGroup& grp) {
     std::fill(dk_acc, dk_acc + kGsaCpuRowGroup * H * D, T(0));  // all rows: the tile also runs missing ones
     std::fill(dv_acc, dv_acc + kGsaCpuRowGroup * H * D, T(0));
-    if (pds != nullptr && tile_applies(d, p, grp, p.graph.t_col)) dkv_tile(p, b, grp, dk_acc, dv_acc, pds);
+    if (pds != nullptr && tile_union(d, p, grp, p.graph.t_col) > 0) dkv_tile(p, b, grp, dk_acc, dv_acc, pds);
     else dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc, pds);
     for (int i = 0; i < grp.n; ++i) {
       T* dk_v = dk + at(p.dk_strides, b, grp.u[i]);

@@ -6,6 +6,7 @@
 #include "harness/cli/cli.h"
 #include "harness/lm/config.h"
 #include "harness/measure/bench.h"
+#include "harness/measure/build_info.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/threads.h"
 
@@ -62,6 +63,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
   benchmark::AddCustomContext("threads", std::to_string(set_cpu_threads(threads)));
   benchmark::AddCustomContext("suite", suite);
   benchmark::AddCustomContext("cpu", cpu_summary());  // Google Benchmark's own context gives no model name
+  benchmark::AddCustomContext("git_commit", git_commit());
+  benchmark::AddCustomContext("sparsebench_build_type", build_type());  // library_build_type is Google Benchmark's
   if (!scenario.empty()) benchmark::AddCustomContext("scenario", scenario);
   std::vector<char*> bargv;
   std::string prog = "sparsebench bench " + suite;

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "harness/measure/bench.h"
+#include "kernels/gsa_cpu.h"
 #include "kernels/gsa_host_graph.h"
 #include "kernels/torch/graph_attention_op.h"
 #include "patterns/pattern.h"
@@ -32,7 +33,8 @@ void bench_op_calls(benchmark::State& state, int64_t n, bool prepare_each_call) 
   state.counters["host_preparations_per_call"] =
       static_cast<double>(GsaHostGraph::preparations() - before) / static_cast<double>(state.iterations());
   state.counters["calls_per_s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(fmt::format("window w=8 causal, nodes={} edges={}, B=1 H=2 D=16", g.n_nodes(), g.n_edges()));
+  state.SetLabel(fmt::format("window w=8 causal, nodes={} edges={}, B=1 H=2 D=16 simd={}", g.n_nodes(), g.n_edges(),
+                             gsa_cpu_target()));
 }
 
 }  // namespace

@@ -472,6 +472,44 @@ constexpr double kTileWaste = 1.3;
 // Rows shorter than this on average do not pay for the merge (bpt k=4 causal at n=512 measured slower as tiles).
 constexpr int64_t kTileMinRow = 32;
 
+// Walks the sorted union of a row group's columns (sources, or destinations in the backward by source) segment by
+// segment: node[j] is the segment's j-th column, at[j*kTileRows + i] the position in col of row i's entry for it
+// (-1: none). Columns from `padded` up to a multiple of `pad` repeat the first, with no entries.
+template <int S>
+struct TileUnion {
+  int64_t node[S];
+  int64_t at[S * kTileRows];
+  int n = 0;       // columns in the segment
+  int padded = 0;  // n rounded up to the multiple
+  TileUnion(const RowGroup& grp, const int32_t* col) : grp_(grp), col_(col) {
+    for (int i = 0; i < kTileRows; ++i) c_[i] = i < grp.n ? grp.e0[i] : 0;
+  }
+  // The next segment of at most S columns; false at the end.
+  bool next(int pad) {
+    for (n = 0; n < S; ++n) {
+      int64_t lo = INT64_MAX;
+      for (int i = 0; i < grp_.n; ++i) if (c_[i] < grp_.e1[i]) lo = std::min<int64_t>(lo, col_[c_[i]]);
+      if (lo == INT64_MAX) break;
+      for (int i = 0; i < kTileRows; ++i) {
+        const bool has = i < grp_.n && c_[i] < grp_.e1[i] && col_[c_[i]] == lo;
+        at[n * kTileRows + i] = has ? c_[i]++ : -1;
+      }
+      node[n] = lo;
+    }
+    padded = (n + pad - 1) / pad * pad;
+    for (int j = n; j < padded; ++j) {
+      node[j] = node[0];
+      for (int i = 0; i < kTileRows; ++i) at[j * kTileRows + i] = -1;
+    }
+    return n > 0;
+  }
+
+ private:
+  const RowGroup& grp_;
+  const int32_t* col_;
+  int64_t c_[kTileRows];
+};
+
 // Returns the size of the union when the tile applies, else 0 (col: the sources of the rows, or the destinations of
 // sources in the backward by source).
 template <class D>
@@ -486,18 +524,12 @@ int64_t tile_union(D d, const GsaParams& p, const RowGroup& grp, const int32_t* 
   int64_t total = 0;
   for (int i = 0; i < grp.n; ++i) total += grp.e1[i] - grp.e0[i];
   if (total < kTileMinRow * grp.n) return 0;
-  int64_t c[kTileRows], unions = 0;
   for (int i = 0; i < grp.n; ++i) {
-    c[i] = grp.e0[i];
     for (int64_t e = grp.e0[i] + 1; e < grp.e1[i]; ++e) if (col[e] <= col[e - 1]) return 0;  // merge needs order
   }
-  for (;;) {  // count the union by a merge
-    int64_t lo = INT64_MAX;
-    for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i]) lo = std::min<int64_t>(lo, col[c[i]]);
-    if (lo == INT64_MAX) break;
-    for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i] && col[c[i]] == lo) ++c[i];
-    ++unions;
-  }
+  int64_t unions = 0;
+  TileUnion<64> un(grp, col);
+  while (un.next(1)) unions += un.n;
   return static_cast<double>(unions) * grp.n <= kTileWaste * static_cast<double>(total) ? unions : 0;
 #endif
 }
@@ -611,7 +643,9 @@ HWY_INLINE void tile_axpy_rows(D d, T* acc, int64_t row_stride, const T* alpha, 
                                int64_t x_off, int64_t len) {
   constexpr int N = static_cast<int>(hn::MaxLanes(D()));
   int64_t e = 0;
-  for (; e + kTileKV * N <= len; e += kTileKV * N) tile_axpy<kTileKV>(d, acc, row_stride, alpha, w, ns, x, x_off + e, e);
+  for (; e + kTileKV * N <= len; e += kTileKV * N) {
+    tile_axpy<kTileKV>(d, acc, row_stride, alpha, w, ns, x, x_off + e, e);
+  }
   for (; e + 2 * N <= len; e += 2 * N) tile_axpy<2>(d, acc, row_stride, alpha, w, ns, x, x_off + e, e);
   for (; e < len; e += N) tile_axpy<1>(d, acc, row_stride, alpha, w, ns, x, x_off + e, e);
 }
@@ -650,30 +684,15 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
   const hn::RebindToSigned<decltype(d)> di;
   using TI = hn::TFromD<decltype(di)>;
   HWY_ALIGN TI tix[S * kTileRows];  // index of (j, i)'s relation term in a head's table
-  int64_t c[kTileRows];
-  for (int i = 0; i < kTileRows; ++i) c[i] = i < grp.n ? grp.e0[i] : 0;
   const V scale = hn::Set(d, static_cast<T>(p.scale));
-  for (;;) {
-    int ns = 0;  // union sources in this segment
-    for (; ns < S; ++ns) {
-      int64_t lo = INT64_MAX;
-      for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i]) lo = std::min<int64_t>(lo, g.col[c[i]]);
-      if (lo == INT64_MAX) break;
-      for (int i = 0; i < kTileRows; ++i) {
-        int32_t r = -1;
-        if (i < grp.n && c[i] < grp.e1[i] && g.col[c[i]] == lo) r = REL ? g.rel[c[i]++] : (c[i]++, 0);
-        rel[ns * kTileRows + i] = r;
-      }
-      kp[ns] = in.k + at(p.k_strides, b, lo);
-      vp[ns] = in.v + at(p.v_strides, b, lo);
+  TileUnion<S> un(grp, g.col);
+  while (un.next(J)) {
+    const int ns = un.n, padded = un.padded;
+    for (int j = 0; j < padded; ++j) {
+      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
+      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
     }
-    if (ns == 0) break;
-    const int padded = (ns + J - 1) / J * J;
-    for (int j = ns; j < padded; ++j) {  // padding sources repeat the first, masked
-      kp[j] = kp[0];
-      vp[j] = vp[0];
-      for (int i = 0; i < kTileRows; ++i) rel[j * kTileRows + i] = -1;
-    }
+    for (int t = 0; t < padded * kTileRows; ++t) rel[t] = un.at[t] < 0 ? -1 : REL ? g.rel[un.at[t]] : 0;
     // The mask and the table index of every (j, i), written before the head loop: vector loads of freshly stored
     // scalars stall on store forwarding.
     for (int t = 0; t < padded * kTileRows; ++t) ok[t] = rel[t] >= 0 ? T(1) : T(0);
@@ -1008,34 +1027,17 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
   using TI = hn::TFromD<decltype(di)>;
   HWY_ALIGN TI tix[S * kTileRows];
   const T ones[kTileRows] = {T(1), T(1), T(1), T(1)};
-  int64_t c[kTileRows];
-  for (int i = 0; i < kTileRows; ++i) c[i] = i < grp.n ? grp.e0[i] : 0;
   const V scale = hn::Set(d, static_cast<T>(p.scale));
-  for (;;) {
-    int ns = 0;
-    for (; ns < S; ++ns) {
-      int64_t lo = INT64_MAX;
-      for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i]) lo = std::min<int64_t>(lo, g.col[c[i]]);
-      if (lo == INT64_MAX) break;
-      for (int i = 0; i < kTileRows; ++i) {
-        int32_t r = -1;
-        int64_t o = -1;
-        if (i < grp.n && c[i] < grp.e1[i] && g.col[c[i]] == lo) {
-          r = REL ? g.rel[c[i]] : 0;
-          o = (b * g.n_edges + c[i]++) * H * 2;
-        }
-        rel[ns * kTileRows + i] = r;
-        eoff[ns * kTileRows + i] = o;
-      }
-      kp[ns] = in.k + at(p.k_strides, b, lo);
-      vp[ns] = in.v + at(p.v_strides, b, lo);
+  TileUnion<S> un(grp, g.col);
+  while (un.next(J)) {
+    const int ns = un.n, padded = un.padded;
+    for (int j = 0; j < padded; ++j) {
+      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
+      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
     }
-    if (ns == 0) break;
-    const int padded = (ns + J - 1) / J * J;
-    for (int j = ns; j < padded; ++j) {
-      kp[j] = kp[0];
-      vp[j] = vp[0];
-      for (int i = 0; i < kTileRows; ++i) rel[j * kTileRows + i] = -1, eoff[j * kTileRows + i] = -1;
+    for (int t = 0; t < padded * kTileRows; ++t) {
+      rel[t] = un.at[t] < 0 ? -1 : REL ? g.rel[un.at[t]] : 0;
+      eoff[t] = un.at[t] < 0 ? -1 : (b * g.n_edges + un.at[t]) * H * 2;
     }
     for (int t = 0; t < padded * kTileRows; ++t) {
       ok[t] = rel[t] >= 0 ? T(1) : T(0);
@@ -1078,7 +1080,10 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
         const T* w_h = wsum + h * nrel * kTileRows;
         for (int s0 = 0; s0 < nrel; s0 += nl) {
           const int n = std::min(nl, nrel - s0);
-          for (int j = 0; j < n; ++j) rp[j] = relp + rels.relation(s0 + j) * p.rel_stride, wr[j] = w_h[(s0 + j) * kTileRows + i];
+          for (int j = 0; j < n; ++j) {
+            rp[j] = relp + rels.relation(s0 + j) * p.rel_stride;
+            wr[j] = w_h[(s0 + j) * kTileRows + i];
+          }
           group_axpy<false>(d, dq_acc + (i * H + h) * Dm, T(1), wr, n, rp, 0, rp, Dm);
         }
       }
@@ -1250,23 +1255,14 @@ void dkv_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_acc, T* 
   HWY_ALIGN T pw[S * kTileRows];
   HWY_ALIGN T dsw[S * kTileRows];
   const T ones[kTileRows] = {T(1), T(1), T(1), T(1)};
-  int64_t c[kTileRows];
-  for (int i = 0; i < kTileRows; ++i) c[i] = i < grp.n ? grp.e0[i] : 0;
-  for (;;) {
-    int ns = 0;
-    for (; ns < S; ++ns) {
-      int64_t lo = INT64_MAX;
-      for (int i = 0; i < grp.n; ++i) if (c[i] < grp.e1[i]) lo = std::min<int64_t>(lo, g.t_col[c[i]]);
-      if (lo == INT64_MAX) break;
-      for (int i = 0; i < kTileRows; ++i) {
-        int64_t o = -1;
-        if (i < grp.n && c[i] < grp.e1[i] && g.t_col[c[i]] == lo) o = (b * g.n_edges + g.t_edge[c[i]++]) * H * 2;
-        eoff[ns * kTileRows + i] = o;
-      }
-      qp[ns] = in.q + at(p.q_strides, b, lo);
-      dop[ns] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, lo);
+  TileUnion<S> un(grp, g.t_col);
+  while (un.next(1)) {
+    const int ns = un.n;
+    for (int j = 0; j < ns; ++j) {
+      qp[j] = in.q + at(p.q_strides, b, un.node[j]);
+      dop[j] = static_cast<const T*>(p.d_o) + at(p.d_o_strides, b, un.node[j]);
     }
-    if (ns == 0) break;
+    for (int t = 0; t < ns * kTileRows; ++t) eoff[t] = un.at[t] < 0 ? -1 : (b * g.n_edges + g.t_edge[un.at[t]]) * H * 2;
     for (int64_t h = 0; h < H; ++h) {
       for (int t = 0; t < ns * kTileRows; ++t) {
         pw[t] = eoff[t] >= 0 ? pds[eoff[t] + h * 2] : T(0);

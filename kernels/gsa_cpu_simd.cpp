@@ -5,7 +5,7 @@
 // chunks' N scores are N dot products over D reduced together by a fixed transpose-add tree (no per-edge
 // horizontal sum), then one max, one rescale and one vector-exp pass over the segment, then the accumulation
 // with the accumulator held in registers over the whole segment. A group whose rows share most of their sources
-// (window, bpt tokens; also sources sharing destinations in the backward) runs instead as a register tile over the
+// (window, bigbird blocks; also sources sharing destinations in the backward) runs instead as a register tile over the
 // union of its sources, so each key, value or query row loaded serves all its rows (forward_tile, dq_tile,
 // dkv_tile). Other rows with at least twice as many edges as relations take q . r_rel from a per-row table instead
 // of reading a relation row per edge. The backward by destination can store P and dS of every edge and head (the
@@ -457,7 +457,7 @@ void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m
   });
 }
 
-// Forward of rows that share most of their sources (window, bpt and similar graphs), as a register tile: the
+// Forward of rows that share most of their sources (window rows, bigbird blocks), as a register tile: the
 // group's rows (up to kTileRows; missing rows are empty) walk the sorted union of their sources in segments, and
 // each key, value or relation row loaded serves every row of the group, where the per-row path loads it once per
 // row. Dots of J = N/kTileRows rows x kTileRows query rows fill the N parts of one reduce_parts (lane
@@ -611,6 +611,31 @@ class TileRelations {
   std::vector<int32_t>& rels_;
 };
 
+// One segment of a row group's union of sources, as both tiles by destination read it: key and value rows of each
+// source, the edge mask ok (1 where row i has an edge to source j) and each (j, i)'s index in a head's relation
+// table. Written before the head loop: vector loads of freshly stored scalars stall on store forwarding.
+template <bool REL, typename T, int S>
+struct TileSources {
+  using TI = hn::TFromD<hn::RebindToSigned<hn::ScalableTag<T>>>;
+  const T* kp[S];
+  const T* vp[S];
+  HWY_ALIGN T ok[S * kTileRows];
+  HWY_ALIGN TI tix[S * kTileRows];
+  void fill(const GsaParams& p, const In<T>& in, int64_t b, const TileUnion<S>& un, const TileRelations& rels) {
+    for (int j = 0; j < un.padded; ++j) {
+      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
+      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
+    }
+    for (int t = 0; t < un.padded * kTileRows; ++t) {
+      ok[t] = un.at[t] >= 0 ? T(1) : T(0);
+      if constexpr (REL) {
+        const int32_t slot = un.at[t] >= 0 ? rels.slot(p.graph.rel[un.at[t]]) : 0;
+        tix[t] = static_cast<TI>(slot * kTileRows + t % kTileRows);
+      }
+    }
+  }
+};
+
 // acc_i[e .. e + K*N) = alpha_i * acc_i + sum_{j < ns} w[j*kTileRows + i] * x_j[x_off ..] for the kTileRows rows
 // (acc_i = acc + i * row_stride), K vectors of every row in registers while the sources stream through.
 template <int K, class D, typename T = hn::TFromD<D>>
@@ -676,41 +701,26 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
   T* tab = scratch;  // [H][slot * kTileRows + i] = q_i,h . r of the slot's relation
   if constexpr (REL) rels.table(d, p, q_u, tab);
   const int nrel = rels.count();
-  const T* kp[S];
-  const T* vp[S];
-  int32_t rel[S * kTileRows];      // relation of (union source j, row i) at j*kTileRows + i; -1: no edge
-  HWY_ALIGN T sc[S * kTileRows];   // scores, then weights, same layout
-  HWY_ALIGN T ok[S * kTileRows];   // 1 where (j, i) is an edge
+  HWY_ALIGN T sc[S * kTileRows];  // scores, then weights, at j*kTileRows + i
   const hn::RebindToSigned<decltype(d)> di;
-  using TI = hn::TFromD<decltype(di)>;
-  HWY_ALIGN TI tix[S * kTileRows];  // index of (j, i)'s relation term in a head's table
   const V scale = hn::Set(d, static_cast<T>(p.scale));
   TileUnion<S> un(grp, g.col);
+  TileSources<REL, T, S> src;
+  const T* const* kp = src.kp;
+  const T* const* vp = src.vp;
   while (un.next(J)) {
     const int ns = un.n, padded = un.padded;
-    for (int j = 0; j < padded; ++j) {
-      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
-      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
-    }
-    for (int t = 0; t < padded * kTileRows; ++t) rel[t] = un.at[t] < 0 ? -1 : REL ? g.rel[un.at[t]] : 0;
-    // The mask and the table index of every (j, i), written before the head loop: vector loads of freshly stored
-    // scalars stall on store forwarding.
-    for (int t = 0; t < padded * kTileRows; ++t) ok[t] = rel[t] >= 0 ? T(1) : T(0);
-    if constexpr (REL) {
-      for (int t = 0; t < padded * kTileRows; ++t) {
-        tix[t] = rel[t] >= 0 ? static_cast<TI>(rels.slot(rel[t]) * kTileRows + t % kTileRows) : TI(0);
-      }
-    }
+    src.fill(p, in, b, un, rels);
     for (int64_t h = 0; h < H; ++h) {
       const int64_t hv = h * p.v_strides.head;
       const T* tab_h = tab + h * nrel * kTileRows;
       V mx = hn::Set(d, gsa_neg_inf<T>());
       for (int j0 = 0; j0 < padded; j0 += J) {
         // The gather first: its latency then overlaps the dot products.
-        const V add = REL ? hn::GatherIndex(d, tab_h, hn::Load(di, tix + j0 * kTileRows)) : hn::Zero(d);
+        const V add = REL ? hn::GatherIndex(d, tab_h, hn::Load(di, src.tix + j0 * kTileRows)) : hn::Zero(d);
         V s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
         if constexpr (REL) s = hn::Add(s, add);
-        s = hn::IfThenElse(hn::Gt(hn::Load(d, ok + j0 * kTileRows), hn::Zero(d)), hn::Mul(s, scale),
+        s = hn::IfThenElse(hn::Gt(hn::Load(d, src.ok + j0 * kTileRows), hn::Zero(d)), hn::Mul(s, scale),
                            hn::Set(d, gsa_neg_inf<T>()));
         hn::Store(s, d, sc + j0 * kTileRows);
         mx = hn::Max(mx, s);
@@ -1016,33 +1026,18 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
   std::fill(wsum, wsum + H * nrel * kTileRows, T(0));
   const T* lse = static_cast<const T*>(p.lse);
   const T* delta = static_cast<const T*>(p.delta);
-  const T* kp[S];
-  const T* vp[S];
-  int32_t rel[S * kTileRows];
-  int64_t eoff[S * kTileRows];  // (b * E + e) * H * 2: the edge's entries in the edge cache
-  HWY_ALIGN T ok[S * kTileRows];
   HWY_ALIGN T pw[S * kTileRows];
   HWY_ALIGN T dsw[S * kTileRows];
   const hn::RebindToSigned<decltype(d)> di;
-  using TI = hn::TFromD<decltype(di)>;
-  HWY_ALIGN TI tix[S * kTileRows];
   const T ones[kTileRows] = {T(1), T(1), T(1), T(1)};
   const V scale = hn::Set(d, static_cast<T>(p.scale));
   TileUnion<S> un(grp, g.col);
+  TileSources<REL, T, S> src;
+  const T* const* kp = src.kp;
+  const T* const* vp = src.vp;
   while (un.next(J)) {
     const int ns = un.n, padded = un.padded;
-    for (int j = 0; j < padded; ++j) {
-      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
-      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
-    }
-    for (int t = 0; t < padded * kTileRows; ++t) {
-      rel[t] = un.at[t] < 0 ? -1 : REL ? g.rel[un.at[t]] : 0;
-      eoff[t] = un.at[t] < 0 ? -1 : (b * g.n_edges + un.at[t]) * H * 2;
-    }
-    for (int t = 0; t < padded * kTileRows; ++t) {
-      ok[t] = rel[t] >= 0 ? T(1) : T(0);
-      if constexpr (REL) tix[t] = rel[t] >= 0 ? static_cast<TI>(rels.slot(rel[t]) * kTileRows + t % kTileRows) : TI(0);
-    }
+    src.fill(p, in, b, un, rels);
     for (int64_t h = 0; h < H; ++h) {
       const T* tab_h = tab + h * nrel * kTileRows;
       HWY_ALIGN T lsep[N];
@@ -1052,10 +1047,10 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
       const V delv = hn::Load(d, delp);
       for (int j0 = 0; j0 < padded; j0 += J) {
         // The gather first: its latency then overlaps the dot products.
-        const V add = REL ? hn::GatherIndex(d, tab_h, hn::Load(di, tix + j0 * kTileRows)) : hn::Zero(d);
+        const V add = REL ? hn::GatherIndex(d, tab_h, hn::Load(di, src.tix + j0 * kTileRows)) : hn::Zero(d);
         V s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
         if constexpr (REL) s = hn::Add(s, add);
-        const auto valid = hn::Gt(hn::Load(d, ok + j0 * kTileRows), hn::Zero(d));
+        const auto valid = hn::Gt(hn::Load(d, src.ok + j0 * kTileRows), hn::Zero(d));
         // Masked lanes weigh 0 (an empty row has lse = -inf, and -inf - -inf would be NaN).
         const V pr = hn::IfThenElseZero(valid, vexp(d, hn::Sub(hn::Mul(s, scale), lsev)));
         const V dp = tile_dots(d, do_u, h * p.d_o_strides.head, vp + j0, h * p.v_strides.head, Dm);
@@ -1063,9 +1058,10 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
         hn::Store(hn::Mul(pr, hn::Sub(dp, delv)), d, dsw + j0 * kTileRows);
       }
       for (int t = 0; t < ns * kTileRows; ++t) {
-        if (eoff[t] < 0) continue;
-        if (pds != nullptr) pds[eoff[t] + h * 2] = pw[t], pds[eoff[t] + h * 2 + 1] = dsw[t];
-        if constexpr (REL) wsum[h * nrel * kTileRows + tix[t]] += dsw[t];
+        if (un.at[t] < 0) continue;
+        T* cache = pds != nullptr ? pds + ((b * g.n_edges + un.at[t]) * H + h) * 2 : nullptr;
+        if (cache != nullptr) cache[0] = pw[t], cache[1] = dsw[t];
+        if constexpr (REL) wsum[h * nrel * kTileRows + src.tix[t]] += dsw[t];
       }
       tile_axpy_rows(d, dq_acc + h * Dm, H * Dm, ones, dsw, ns, kp, h * p.k_strides.head, Dm);
     }

@@ -303,6 +303,16 @@ void gsa_cpu_pin_target(const std::string& name) {
 void gsa_cpu_exp(float* x, int64_t n) { cores<float>().exp_inplace(x, n); }
 void gsa_cpu_exp(double* x, int64_t n) { cores<double>().exp_inplace(x, n); }
 
+GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p) {
+  check_cpu_dtype(p, "gsa_cpu_forward_groups");
+  const GsaCpuCores& k = p.dtype == GsaDtype::f32 ? cores<float>() : cores<double>();
+  const GsaSplitPlan plan = gsa_split_plan(p.graph.row_ptr, p.N, gsa_split_threshold(p.N, p.graph.n_edges));
+  const uint8_t* skip = plan.empty() ? nullptr : plan.row_split.data();
+  int64_t counts[3] = {0, 0, 0};
+  for (int64_t u0 = 0; u0 < p.N; u0 += kRowBlock) k.forward_groups(p, u0, std::min(p.N, u0 + kRowBlock), skip, counts);
+  return {counts[0], counts[1], counts[2]};
+}
+
 int64_t gsa_cpu_delta_elems(const GsaParams& p) { return p.B * p.N * p.H; }
 
 int64_t gsa_cpu_workspace_elems(const GsaParams& p) { return rel_partial_elems(p) + edge_cache_elems(p); }

@@ -30,6 +30,16 @@ void gsa_cpu_pin_target(const std::string& name);
 void gsa_cpu_exp(float* x, int64_t n);
 void gsa_cpu_exp(double* x, int64_t n);
 
+// How the forward runs one batch's destination rows on the active target, in groups of up to 4 rows (heavy rows run
+// as pieces are not counted): as register tiles over the union of their sources with one relation table (or without
+// relations), as tiles whose relation terms come by column, or row by row. Depends on the graph, H, D and dtype.
+struct GsaCpuForwardGroups {
+  int64_t tiles = 0;
+  int64_t tiles_by_column = 0;
+  int64_t rows = 0;
+};
+GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p);
+
 // Workspace sizes in elements of the accumulation type (float for fp32, double for fp64).
 int64_t gsa_cpu_delta_elems(const GsaParams& p);      // [B, N, H]
 // The backward's private workspace: the d(rel_emb) partial sums [chunks, R, D] (with rel_emb), then the edge cache

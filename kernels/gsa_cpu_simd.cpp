@@ -7,7 +7,7 @@
 // with the accumulator held in registers over the whole segment. A group whose rows share most of their sources
 // (window, bigbird blocks; also sources sharing destinations in the backward) runs instead as a register tile over the
 // union of its sources, so each key, value or query row loaded serves all its rows (forward_tile, dq_tile,
-// dkv_tile). Other rows with at least twice as many edges as relations take q . r_rel from a per-row table instead
+// dkv_tile); the forward tile of bpt takes relation terms by column (TileRelations::pays_by_column). Other rows with at least twice as many edges as relations take q . r_rel from a per-row table instead
 // of reading a relation row per edge. The backward by destination can store P and dS of every edge and head (the
 // edge cache) for the backward by source. Every output element is produced by one fixed sequence of operations
 // that depends only on the graph (row groups, and whether a group runs as a tile, are fixed by it), so results are
@@ -535,9 +535,11 @@ int64_t tile_union(D d, const GsaParams& p, const RowGroup& grp, const int32_t* 
 }
 
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
-// Lane j*kTileRows + i = q_i . x_j (q_i = q[i] + q_off, x_j = x[j] + x_off) for the J = N/kTileRows rows x.
-template <class D, typename T = hn::TFromD<D>>
-HWY_INLINE hn::Vec<D> tile_dots(D d, const T* const* q, int64_t q_off, const T* const* x, int64_t x_off, int64_t len) {
+// Lane j*kTileRows + i = q_i . (x_j + y_j) (q_i = q[i] + q_off, x_j = x[j] + x_off, y_j = y[j]; y only when ADD)
+// for the J = N/kTileRows rows x.
+template <bool ADD = false, class D, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<D> tile_dots(D d, const T* const* q, int64_t q_off, const T* const* x, int64_t x_off, int64_t len,
+                                const T* const* y = nullptr) {
   using V = hn::Vec<D>;
   constexpr int N = static_cast<int>(hn::MaxLanes(D()));
   constexpr int J = N / kTileRows;
@@ -545,7 +547,10 @@ HWY_INLINE hn::Vec<D> tile_dots(D d, const T* const* q, int64_t q_off, const T* 
   for (int t = 0; t < N; ++t) part[t] = hn::Zero(d);
   for (int64_t e = 0; e < len; e += N) {
     V xv[J];
-    for (int j = 0; j < J; ++j) xv[j] = hn::LoadU(d, x[j] + x_off + e);
+    for (int j = 0; j < J; ++j) {
+      xv[j] = hn::LoadU(d, x[j] + x_off + e);
+      if constexpr (ADD) xv[j] = hn::Add(xv[j], hn::LoadU(d, y[j] + e));
+    }
     for (int i = 0; i < kTileRows; ++i) {
       const V qv = hn::LoadU(d, q[i] + q_off + e);
       for (int j = 0; j < J; ++j) part[j * kTileRows + i] = hn::MulAdd(qv, xv[j], part[j * kTileRows + i]);
@@ -557,47 +562,78 @@ HWY_INLINE hn::Vec<D> tile_dots(D d, const T* const* q, int64_t q_off, const T* 
 class TileRelations {
  public:
   TileRelations() : slot_of_(thread_maps().first), rels_(thread_maps().second) { rels_.clear(); }
-  ~TileRelations() {
-    for (int32_t r : rels_) slot_of_[r] = -1;
-  }
+  ~TileRelations() { clear(); }
   TileRelations(const TileRelations&) = delete;
   TileRelations& operator=(const TileRelations&) = delete;
   int count() const { return static_cast<int>(rels_.size()); }
 
-  // Assigns the slots; whether the table (one dot per relation and row) costs at most half the key dots. Rows whose
-  // every edge has its own relation (bpt) measured slower as tiles at small D and short rows.
+  // Assigns the slots to every relation of the group; whether that table (one dot per relation and row) costs at
+  // most half the key dots. bpt's edges each have their own relation, so its table is as large as the rows.
   bool pays(const GsaParams& p, const RowGroup& grp, int64_t unions) { return 2 * int64_t{assign(p, grp)} <= unions; }
   int32_t slot(int32_t r) const { return slot_of_[r]; }
   int32_t relation(int s) const { return rels_[s]; }
 
   // Gives the relations of the group's edges their slots; returns how many there are.
   int assign(const GsaParams& p, const RowGroup& grp) {
-    if (static_cast<int64_t>(slot_of_.size()) < p.R) slot_of_.resize(static_cast<size_t>(p.R), -1);
+    grow(p);
     for (int i = 0; i < grp.n; ++i) {
-      for (int64_t e = grp.e0[i]; e < grp.e1[i]; ++e) {
-        int32_t& s = slot_of_[p.graph.rel[e]];
-        if (s < 0) s = count(), rels_.push_back(p.graph.rel[e]);
-      }
+      for (int64_t e = grp.e0[i]; e < grp.e1[i]; ++e) add(p.graph.rel[e]);
     }
     return count();
   }
 
-  // tab [H][slot * kTileRows + i] = q_i,h . r_rel for the kTileRows rows q (after assign).
+  // Column relations instead: a column of the union whose rows all reach it under one relation adds that relation's
+  // row to the key row, once for the whole group (tile_dots<true>); only the edges of columns whose rows disagree
+  // take q . r from the table. Within bpt's upper levels, and window's clipped distances, the rows of a group agree,
+  // so the table covers few relations where `pays` would count all of them.
+  bool pays_by_column(const GsaParams& p, const RowGroup& grp, int64_t unions) {
+    clear();
+    grow(p);
+    by_column_ = true;
+    TileUnion<64> un(grp, p.graph.col);
+    while (un.next(1)) {
+      for (int j = 0; j < un.n; ++j) {
+        const int64_t* a = un.at + j * kTileRows;
+        if (column_relation(p, a) >= 0) continue;
+        for (int i = 0; i < kTileRows; ++i) if (a[i] >= 0) add(p.graph.rel[a[i]]);
+      }
+    }
+    return count() <= unions;
+  }
+  // The relation every row of a column (entries a[kTileRows], -1: none) reaches it under, -1 if they differ.
+  static int32_t column_relation(const GsaParams& p, const int64_t* a) {
+    int32_t c = -1;
+    for (int i = 0; i < kTileRows; ++i) {
+      if (a[i] < 0) continue;
+      if (c < 0) c = p.graph.rel[a[i]];
+      else if (p.graph.rel[a[i]] != c) return -1;
+    }
+    return c;
+  }
+  bool by_column() const { return by_column_; }
+
+  // Slots per head in the table: the relations, and by column one more slot of zeros (edges of agreeing columns).
+  int slots() const { return count() + (by_column_ ? 1 : 0); }
+  int32_t zero_slot() const { return count(); }
+
+  // tab [H][slot * kTileRows + i] = q_i,h . r_rel for the kTileRows rows q (after assign or pays_by_column).
   template <class D, typename T = hn::TFromD<D>>
   void table(D d, const GsaParams& p, const T* const* q, T* tab) {
     constexpr int N = static_cast<int>(hn::MaxLanes(D()));
     constexpr int J = N / kTileRows;
     const T* rel = static_cast<const T*>(p.rel_emb);
-    const int nr = count();
+    const int nr = count(), ns = slots();
     const T* rp[N];
     HWY_ALIGN T buf[N];
     for (int64_t h = 0; h < p.H; ++h) {
+      T* tab_h = tab + h * ns * kTileRows;
       for (int s0 = 0; s0 < nr; s0 += J) {
         for (int j = 0; j < J; ++j) rp[j] = rel + rels_[std::min(s0 + j, nr - 1)] * p.rel_stride;
         hn::Store(tile_dots(d, q, h * p.q_strides.head, rp, 0, p.D), d, buf);
         const int cnt = std::min(J, nr - s0) * kTileRows;
-        std::copy(buf, buf + cnt, tab + h * nr * kTileRows + s0 * kTileRows);
+        std::copy(buf, buf + cnt, tab_h + s0 * kTileRows);
       }
+      std::fill(tab_h + nr * kTileRows, tab_h + ns * kTileRows, T(0));
     }
   }
 
@@ -607,31 +643,71 @@ class TileRelations {
     thread_local std::pair<std::vector<int32_t>, std::vector<int32_t>> m;
     return m;
   }
+  void clear() {
+    for (int32_t r : rels_) slot_of_[r] = -1;
+    rels_.clear();
+    by_column_ = false;
+  }
+  void grow(const GsaParams& p) {
+    if (static_cast<int64_t>(slot_of_.size()) < p.R) slot_of_.resize(static_cast<size_t>(p.R), -1);
+  }
+  void add(int32_t r) {
+    int32_t& s = slot_of_[r];
+    if (s < 0) s = count(), rels_.push_back(r);
+  }
   std::vector<int32_t>& slot_of_;
   std::vector<int32_t>& rels_;
+  bool by_column_ = false;
 };
 
 // One segment of a row group's union of sources, as both tiles by destination read it: key and value rows of each
 // source, the edge mask ok (1 where row i has an edge to source j) and each (j, i)'s index in a head's relation
 // table. Written before the head loop: vector loads of freshly stored scalars stall on store forwarding.
+// With column relations (rels.by_column()): rp holds each column's relation row (`zero`, a row of zeros, where the
+// rows disagree), tix indexes the table for the edges of disagreeing columns (the zero slot elsewhere), and
+// mixed[c] says whether chunk c of J columns has such a column.
 template <bool REL, typename T, int S>
 struct TileSources {
   using TI = hn::TFromD<hn::RebindToSigned<hn::ScalableTag<T>>>;
   const T* kp[S];
   const T* vp[S];
+  const T* rp[S];
   HWY_ALIGN T ok[S * kTileRows];
   HWY_ALIGN TI tix[S * kTileRows];
+  static constexpr uint8_t kSomeMixed = 1, kAllMixed = 3;
+  uint8_t mixed[S];   // by chunk of J columns: 0, kSomeMixed or kAllMixed
+  const T* zero = nullptr;  // D zeros (by column)
   void fill(const GsaParams& p, const In<T>& in, int64_t b, const TileUnion<S>& un, const TileRelations& rels) {
     for (int j = 0; j < un.padded; ++j) {
       kp[j] = in.k + at(p.k_strides, b, un.node[j]);
       vp[j] = in.v + at(p.v_strides, b, un.node[j]);
     }
-    for (int t = 0; t < un.padded * kTileRows; ++t) {
-      ok[t] = un.at[t] >= 0 ? T(1) : T(0);
-      if constexpr (REL) {
+    for (int t = 0; t < un.padded * kTileRows; ++t) ok[t] = un.at[t] >= 0 ? T(1) : T(0);
+    if constexpr (REL) {
+      if (rels.by_column()) return fill_by_column(p, in, un, rels);
+      for (int t = 0; t < un.padded * kTileRows; ++t) {
         const int32_t slot = un.at[t] >= 0 ? rels.slot(p.graph.rel[un.at[t]]) : 0;
         tix[t] = static_cast<TI>(slot * kTileRows + t % kTileRows);
       }
+    }
+  }
+
+ private:
+  void fill_by_column(const GsaParams& p, const In<T>& in, const TileUnion<S>& un, const TileRelations& rels) {
+    const int J = std::max<int>(1, static_cast<int>(hn::Lanes(hn::ScalableTag<T>())) / kTileRows);
+    int n_mixed[S] = {};
+    for (int j = 0; j < un.padded; ++j) {
+      const int64_t* a = un.at + j * kTileRows;
+      const int32_t c = TileRelations::column_relation(p, a);
+      rp[j] = c >= 0 ? in.rel + c * p.rel_stride : zero;
+      for (int i = 0; i < kTileRows; ++i) {
+        const int32_t slot = c < 0 && a[i] >= 0 ? rels.slot(p.graph.rel[a[i]]) : rels.zero_slot();
+        tix[j * kTileRows + i] = static_cast<TI>(slot * kTileRows + i);
+      }
+      n_mixed[j / J] += c < 0 ? 1 : 0;  // padding columns (no rows) count as mixed: their zero row is not needed
+    }
+    for (int c = 0; c * J < un.padded; ++c) {
+      mixed[c] = n_mixed[c] == J ? kAllMixed : n_mixed[c] > 0 ? kSomeMixed : 0;
     }
   }
 };
@@ -674,6 +750,13 @@ HWY_INLINE void tile_axpy_rows(D d, T* acc, int64_t row_stride, const T* alpha, 
   for (; e + 2 * N <= len; e += 2 * N) tile_axpy<2>(d, acc, row_stride, alpha, w, ns, x, x_off + e, e);
   for (; e < len; e += N) tile_axpy<1>(d, acc, row_stride, alpha, w, ns, x, x_off + e, e);
 }
+
+// Whether a group of `unions` union columns runs as a tile by destination, and how its relation terms come: one
+// table of every relation where that costs little (window 256's clipped distances), else by column (bpt), else
+// the group runs per row. rels holds the slots after a true.
+inline bool tile_relations(const GsaParams& p, const RowGroup& grp, int64_t unions, TileRelations& rels) {
+  return p.rel_emb == nullptr || rels.pays(p, grp, unions) || rels.pays_by_column(p, grp, unions);
+}
 #endif
 
 // Scratch: kTileRows * H * R elements (the relation table), inside what gsa_cpu_scratch_elems gives the forward
@@ -683,7 +766,7 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
                   T* scratch) {
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
   TileRelations rels;
-  if (REL && !rels.pays(p, grp, unions)) return false;
+  if (!tile_relations(p, grp, unions, rels)) return false;
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
@@ -700,12 +783,17 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
   }
   T* tab = scratch;  // [H][slot * kTileRows + i] = q_i,h . r of the slot's relation
   if constexpr (REL) rels.table(d, p, q_u, tab);
-  const int nrel = rels.count();
+  const int nslot = rels.slots();
   HWY_ALIGN T sc[S * kTileRows];  // scores, then weights, at j*kTileRows + i
   const hn::RebindToSigned<decltype(d)> di;
   const V scale = hn::Set(d, static_cast<T>(p.scale));
   TileUnion<S> un(grp, g.col);
   TileSources<REL, T, S> src;
+  if constexpr (REL) {  // the zero row after the table
+    T* zero = tab + H * nslot * kTileRows;
+    std::fill(zero, zero + Dm, T(0));
+    src.zero = zero;
+  }
   const T* const* kp = src.kp;
   const T* const* vp = src.vp;
   while (un.next(J)) {
@@ -713,13 +801,21 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
     src.fill(p, in, b, un, rels);
     for (int64_t h = 0; h < H; ++h) {
       const int64_t hv = h * p.v_strides.head;
-      const T* tab_h = tab + h * nrel * kTileRows;
+      const T* tab_h = tab + h * nslot * kTileRows;
       V mx = hn::Set(d, gsa_neg_inf<T>());
       for (int j0 = 0; j0 < padded; j0 += J) {
-        // The gather first: its latency then overlaps the dot products.
-        const V add = REL ? hn::GatherIndex(d, tab_h, hn::Load(di, src.tix + j0 * kTileRows)) : hn::Zero(d);
-        V s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
-        if constexpr (REL) s = hn::Add(s, add);
+        V s;
+        if constexpr (REL) {  // q_i . (k_j + r_column), plus q_i . r_own from the table where the rows disagree
+          const uint8_t kind = rels.by_column() ? src.mixed[j0 / J] : src.kAllMixed;
+          if (kind == TileSources<REL, T, S>::kAllMixed) {
+            s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
+          } else {
+            s = tile_dots<true>(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm, src.rp + j0);
+          }
+          if (kind != 0) s = hn::Add(s, hn::GatherIndex(d, tab_h, hn::Load(di, src.tix + j0 * kTileRows)));
+        } else {
+          s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
+        }
         s = hn::IfThenElse(hn::Gt(hn::Load(d, src.ok + j0 * kTileRows), hn::Zero(d)), hn::Mul(s, scale),
                            hn::Set(d, gsa_neg_inf<T>()));
         hn::Store(s, d, sc + j0 * kTileRows);
@@ -826,6 +922,19 @@ template <typename T>
 void forward_rows(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const uint8_t* skip, void* scratch) {
   if (p.rel_emb != nullptr) forward_rows_t<true>(p, b, u0, u1, skip, static_cast<T*>(scratch));
   else forward_rows_t<false>(p, b, u0, u1, skip, static_cast<T*>(scratch));
+}
+
+template <typename T>
+void forward_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, int64_t* counts) {
+  for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
+    int kind = 2;
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+    const int64_t unions = tile_union(hn::ScalableTag<T>(), p, grp, p.graph.col);
+    TileRelations rels;
+    if (unions > 0 && tile_relations(p, grp, unions, rels)) kind = rels.by_column() ? 1 : 0;
+#endif
+    ++counts[kind];
+  });
 }
 
 template <typename T>
@@ -1337,7 +1446,7 @@ void exp_inplace(void* x, int64_t n) {
 template <typename T>
 constexpr GsaCpuCores cores_for() {
   return {forward_rows<T>, forward_piece<T>, delta_rows<T>, dq_rows<T>, dq_piece<T>, dkv_rows<T>, dkv_piece<T>,
-          exp_inplace<T>};
+          exp_inplace<T>, forward_groups<T>};
 }
 
 }  // namespace

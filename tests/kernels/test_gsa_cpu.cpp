@@ -1,8 +1,8 @@
 // CPU kernel tests without LibTorch, on every registered CPU backend (one per SIMD target this CPU runs, each
 // named with its target): the parity table against the double reference, the reference's own finite-difference
-// check, extreme and non-finite scores, empty rows, heavy rows split into pieces, bitwise determinism, the vector
-// exp, target pinning, the backward with and without its edge cache, the backend registry, and the host graph
-// preparation.
+// check, extreme and non-finite scores, empty rows, heavy rows split into pieces, row-group tiles, bitwise
+// determinism, the vector exp, target pinning, the backward with and without its edge cache, the backend registry,
+// and the host graph preparation.
 // Run: ctest -R test_gsa_cpu (or ./test_gsa_cpu --gtest_filter=...).
 #include <gtest/gtest.h>
 
@@ -322,6 +322,47 @@ TEST_P(GsaCpuTarget, LongRowsOverFewRelationsMatchReference) {
   for (const auto& [D, H] : {std::pair<int64_t, int64_t>{64, 2}, {59, 3}}) {
     const GsaCase c{"few-relations", {}, n, false, D, H, 1, true};
     expect_matches_reference(g, c);
+  }
+}
+
+// Rows that share most of their sources run as 4-row register tiles: window and bigbird with one table of every
+// relation (or none), bpt with relation terms by column (each union column adds its rows' common relation to the
+// key row; only columns whose rows disagree read the table). Each graph must actually take its tile path on every
+// target with vectors of 4+ floats, and match the reference in fp32 and fp64 (gradients included) with bits
+// independent of the thread count.
+TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
+  const GsaBackendScope scope(backend());
+  struct TileCase {
+    GsaCase c;
+    bool by_column;  // the groups expected to tile take relation terms by column
+  };
+  const std::vector<TileCase> cases = {
+      {{"bpt", {{"k", 8}}, 600, false, 32, 2, 2, true}, true},
+      {{"bpt", {{"k", 8}}, 600, true, 32, 2, 1, true}, true},
+      {{"bpt", {{"k", 8}}, 600, false, 32, 2, 1, false}, false},
+      {{"window", {{"w", 128}}, 400, false, 32, 2, 1, false}, false},
+      {{"bigbird", {{"b", 16}, {"r", 2}}, 512, false, 32, 2, 1, true}, false},
+  };
+  const bool tiles = backend().name() != "cpu:SCALAR" && backend().name() != "cpu:EMU128";
+  for (const TileCase& t : cases) {
+    const Graph& g = case_graph(t.c);
+    const GsaHostGraph hg(g);
+    const float dummy = 0.0f;
+    GsaParams p;
+    p.graph = hg.view();
+    p.B = t.c.B;
+    p.N = hg.n_nodes;
+    p.H = t.c.H;
+    p.D = t.c.D;
+    p.R = hg.n_relations;
+    p.rel_emb = t.c.rel ? &dummy : nullptr;
+    const GsaCpuForwardGroups groups = gsa_cpu_forward_groups(p);
+    if (tiles) {  // groups of 4 rows covering at least 3/4 of the tokens (bpt's span nodes run per row)
+      EXPECT_GE(4 * (t.by_column ? groups.tiles_by_column : groups.tiles), t.c.n * 3 / 4) << t.c.id() << " on " << where();
+    } else {
+      EXPECT_EQ(groups.tiles + groups.tiles_by_column, 0) << t.c.id() << " on " << where();
+    }
+    expect_matches_reference(g, t.c);
   }
 }
 

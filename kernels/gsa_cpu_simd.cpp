@@ -677,6 +677,11 @@ struct TileSources {
   static constexpr uint8_t kSomeMixed = 1, kAllMixed = 3;
   uint8_t mixed[S];   // by chunk of J columns: 0, kSomeMixed or kAllMixed
   const T* zero = nullptr;  // D zeros (by column)
+  // Makes the D elements at `at` the zero row.
+  void set_zero(T* at, int64_t D) {
+    std::fill(at, at + D, T(0));
+    zero = at;
+  }
   void fill(const GsaParams& p, const In<T>& in, int64_t b, const TileUnion<S>& un, const TileRelations& rels) {
     for (int j = 0; j < un.padded; ++j) {
       kp[j] = in.k + at(p.k_strides, b, un.node[j]);
@@ -751,6 +756,26 @@ HWY_INLINE void tile_axpy_rows(D d, T* acc, int64_t row_stride, const T* alpha, 
   for (; e < len; e += N) tile_axpy<1>(d, acc, row_stride, alpha, w, ns, x, x_off + e, e);
 }
 
+// Unscaled scores q_i . (k_j + r_ij) of the J columns from j0 of a tile's segment: relation terms by column (the
+// agreeing columns' relation row added to the key row, the table for the others), from the table alone, or none.
+template <bool REL, class D, typename T, int S>
+HWY_INLINE hn::Vec<D> tile_scores(D d, const GsaParams& p, const TileRelations& rels, const TileSources<REL, T, S>& src,
+                                  const T* const* q_u, int64_t h, const T* tab_h, int j0) {
+  const hn::RebindToSigned<D> di;
+  const int64_t q_off = h * p.q_strides.head, k_off = h * p.k_strides.head;
+  constexpr int J = static_cast<int>(hn::MaxLanes(D())) / kTileRows;
+  if constexpr (!REL) {
+    return tile_dots(d, q_u, q_off, src.kp + j0, k_off, p.D);
+  } else {
+    const uint8_t kind = rels.by_column() ? src.mixed[j0 / J] : src.kAllMixed;
+    // The gather first: its latency then overlaps the dot products.
+    const auto add = kind != 0 ? hn::GatherIndex(d, tab_h, hn::Load(di, src.tix + j0 * kTileRows)) : hn::Zero(d);
+    const auto s = kind == src.kAllMixed ? tile_dots(d, q_u, q_off, src.kp + j0, k_off, p.D)
+                                         : tile_dots<true>(d, q_u, q_off, src.kp + j0, k_off, p.D, src.rp + j0);
+    return kind != 0 ? hn::Add(s, add) : s;
+  }
+}
+
 // Whether a group of `unions` union columns runs as a tile by destination, and how its relation terms come: one
 // table of every relation where that costs little (window 256's clipped distances), else by column (bpt), else
 // the group runs per row. rels holds the slots after a true.
@@ -785,16 +810,10 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
   if constexpr (REL) rels.table(d, p, q_u, tab);
   const int nslot = rels.slots();
   HWY_ALIGN T sc[S * kTileRows];  // scores, then weights, at j*kTileRows + i
-  const hn::RebindToSigned<decltype(d)> di;
   const V scale = hn::Set(d, static_cast<T>(p.scale));
   TileUnion<S> un(grp, g.col);
   TileSources<REL, T, S> src;
-  if constexpr (REL) {  // the zero row after the table
-    T* zero = tab + H * nslot * kTileRows;
-    std::fill(zero, zero + Dm, T(0));
-    src.zero = zero;
-  }
-  const T* const* kp = src.kp;
+  src.set_zero(tab + H * nslot * kTileRows, Dm);
   const T* const* vp = src.vp;
   while (un.next(J)) {
     const int ns = un.n, padded = un.padded;
@@ -804,18 +823,7 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
       const T* tab_h = tab + h * nslot * kTileRows;
       V mx = hn::Set(d, gsa_neg_inf<T>());
       for (int j0 = 0; j0 < padded; j0 += J) {
-        V s;
-        if constexpr (REL) {  // q_i . (k_j + r_column), plus q_i . r_own from the table where the rows disagree
-          const uint8_t kind = rels.by_column() ? src.mixed[j0 / J] : src.kAllMixed;
-          if (kind == TileSources<REL, T, S>::kAllMixed) {
-            s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
-          } else {
-            s = tile_dots<true>(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm, src.rp + j0);
-          }
-          if (kind != 0) s = hn::Add(s, hn::GatherIndex(d, tab_h, hn::Load(di, src.tix + j0 * kTileRows)));
-        } else {
-          s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
-        }
+        V s = tile_scores(d, p, rels, src, q_u, h, tab_h, j0);
         s = hn::IfThenElse(hn::Gt(hn::Load(d, src.ok + j0 * kTileRows), hn::Zero(d)), hn::Mul(s, scale),
                            hn::Set(d, gsa_neg_inf<T>()));
         hn::Store(s, d, sc + j0 * kTileRows);
@@ -1104,7 +1112,8 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
 // Backward by destination as a register tile (see forward_tile): scores and dP = dO_i . v_j of the group's rows over
 // the union of their sources, dq_i += dS_ij k_j with each key row loaded once for the group. Relation gradients go
 // through the group's relation slots: W [H][slot * kTileRows + i] sums dS per relation, then dq_i,h += sum W r_rel
-// and d_rel_emb[rel] += scale sum_i,h W q_i,h once per relation. Scratch: 2 * kTileRows * H * R elements.
+// and d_rel_emb[rel] += scale sum_i,h W q_i,h once per relation. Only with a table of every relation: relation terms
+// by column (forward_tile) measured no faster here (bpt k=4/16 at n=8192, AVX2). Scratch: 2 * kTileRows * H * R.
 template <bool REL, typename T>
 bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions, T* dq_acc, T* rel_part, T* pds,
              T* scratch) {
@@ -1130,14 +1139,13 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
   }
   T* tab = scratch;
   if constexpr (REL) rels.table(d, p, q_u, tab);
-  const int nrel = rels.count();
-  T* wsum = tab + H * nrel * kTileRows;  // W, laid out as tab
-  std::fill(wsum, wsum + H * nrel * kTileRows, T(0));
+  const int nslot = rels.slots();
+  T* wsum = tab + H * nslot * kTileRows;  // W, laid out as tab
+  std::fill(wsum, wsum + H * nslot * kTileRows, T(0));
   const T* lse = static_cast<const T*>(p.lse);
   const T* delta = static_cast<const T*>(p.delta);
   HWY_ALIGN T pw[S * kTileRows];
   HWY_ALIGN T dsw[S * kTileRows];
-  const hn::RebindToSigned<decltype(d)> di;
   const T ones[kTileRows] = {T(1), T(1), T(1), T(1)};
   const V scale = hn::Set(d, static_cast<T>(p.scale));
   TileUnion<S> un(grp, g.col);
@@ -1148,17 +1156,14 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
     const int ns = un.n, padded = un.padded;
     src.fill(p, in, b, un, rels);
     for (int64_t h = 0; h < H; ++h) {
-      const T* tab_h = tab + h * nrel * kTileRows;
+      const T* tab_h = tab + h * nslot * kTileRows;
       HWY_ALIGN T lsep[N];
       HWY_ALIGN T delp[N];
       for (int t = 0; t < N; ++t) lsep[t] = lse[row[t % kTileRows] + h], delp[t] = delta[row[t % kTileRows] + h];
       const V lsev = hn::Load(d, lsep);
       const V delv = hn::Load(d, delp);
       for (int j0 = 0; j0 < padded; j0 += J) {
-        // The gather first: its latency then overlaps the dot products.
-        const V add = REL ? hn::GatherIndex(d, tab_h, hn::Load(di, src.tix + j0 * kTileRows)) : hn::Zero(d);
-        V s = tile_dots(d, q_u, h * p.q_strides.head, kp + j0, h * p.k_strides.head, Dm);
-        if constexpr (REL) s = hn::Add(s, add);
+        const V s = tile_scores(d, p, rels, src, q_u, h, tab_h, j0);
         const auto valid = hn::Gt(hn::Load(d, src.ok + j0 * kTileRows), hn::Zero(d));
         // Masked lanes weigh 0 (an empty row has lse = -inf, and -inf - -inf would be NaN).
         const V pr = hn::IfThenElseZero(valid, vexp(d, hn::Sub(hn::Mul(s, scale), lsev)));
@@ -1170,7 +1175,7 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
         if (un.at[t] < 0) continue;
         T* cache = pds != nullptr ? pds + ((b * g.n_edges + un.at[t]) * H + h) * 2 : nullptr;
         if (cache != nullptr) cache[0] = pw[t], cache[1] = dsw[t];
-        if constexpr (REL) wsum[h * nrel * kTileRows + src.tix[t]] += dsw[t];
+        if constexpr (REL) wsum[h * nslot * kTileRows + src.tix[t]] += dsw[t];
       }
       tile_axpy_rows(d, dq_acc + h * Dm, H * Dm, ones, dsw, ns, kp, h * p.k_strides.head, Dm);
     }
@@ -1182,9 +1187,9 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
     HWY_ALIGN T wr[kMaxLanes * 2];
     for (int i = 0; i < grp.n; ++i) {
       for (int64_t h = 0; h < H; ++h) {  // dq_i,h += sum_s W r_s
-        const T* w_h = wsum + h * nrel * kTileRows;
-        for (int s0 = 0; s0 < nrel; s0 += nl) {
-          const int n = std::min(nl, nrel - s0);
+        const T* w_h = wsum + h * nslot * kTileRows;
+        for (int s0 = 0; s0 < nslot; s0 += nl) {
+          const int n = std::min(nl, nslot - s0);
           for (int j = 0; j < n; ++j) {
             rp[j] = relp + rels.relation(s0 + j) * p.rel_stride;
             wr[j] = w_h[(s0 + j) * kTileRows + i];
@@ -1195,14 +1200,14 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
     }
     const T* q_heads[kMaxHeads];
     HWY_ALIGN T w[kMaxHeads];
-    for (int s = 0; s < nrel; ++s) {  // d_rel_emb[rel] += scale sum_i,h W q_i,h
+    for (int s = 0; s < nslot; ++s) {  // d_rel_emb[rel] += scale sum_i,h W q_i,h
       T* part = rel_part + rels.relation(s) * Dm;
       for (int i = 0; i < grp.n; ++i) {
         for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
           const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
           for (int hh = 0; hh < nh; ++hh) {
             q_heads[hh] = q_u[i] + (h0 + hh) * p.q_strides.head;
-            w[hh] = wsum[(h0 + hh) * nrel * kTileRows + s * kTileRows + i] * static_cast<T>(p.scale);
+            w[hh] = wsum[(h0 + hh) * nslot * kTileRows + s * kTileRows + i] * static_cast<T>(p.scale);
           }
           group_axpy<false>(d, part, T(1), w, nh, q_heads, 0, q_heads, Dm);
         }

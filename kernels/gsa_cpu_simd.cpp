@@ -368,25 +368,44 @@ HWY_INLINE T rescale_factor(D d, T m_old, T m_new) {
   return m_old == gsa_neg_inf<T>() ? T(0) : hn::GetLane(vexp(d, hn::Set(d, m_old - m_new)));
 }
 
-// A row whose edges outnumber the relations twice or more reuses each relation many times: its scores take
-// q_h . r_rel from a table of every (head, relation) of the row, so the score loop reads one key row per edge
-// instead of a key and a relation row.
-inline bool use_rel_table(const GsaParams& p, int64_t e0, int64_t e1) { return p.R > 0 && e1 - e0 >= 2 * p.R; }
+// A row whose edges outnumber its distinct relations twice or more reuses each relation: its scores take q_h . r_rel
+// from a table of the row's (head, relation) pairs, so the score loop reads one key row per edge instead of a key
+// and a relation row (window and dense rows; bpt's and segtree's span nodes, whose edges share one relation).
+// Returns whether the row [e0, e1) qualifies, with its relations (first use first) in `rels` when it does.
+inline bool row_relations(const GsaParams& p, int64_t e0, int64_t e1, std::vector<int32_t>& rels) {
+  thread_local std::vector<uint8_t> seen;
+  if (static_cast<int64_t>(seen.size()) < p.R) seen.resize(static_cast<size_t>(p.R), 0);
+  rels.clear();
+  const int64_t most = (e1 - e0) / 2;
+  for (int64_t e = e0; e < e1 && static_cast<int64_t>(rels.size()) <= most; ++e) {
+    const int32_t r = p.graph.rel[e];
+    if (!seen[r]) seen[r] = 1, rels.push_back(r);
+  }
+  for (int32_t r : rels) seen[r] = 0;
+  return p.R > 0 && e1 > e0 && static_cast<int64_t>(rels.size()) <= most;
+}
 
-// tab [H, R] = q_u,h . r_rel for every head and relation.
+// The rows of a group with a relation table (row_relations): their relations, per thread.
+inline std::vector<int32_t>* group_relations() {
+  thread_local std::vector<int32_t> rels[kGsaCpuRowGroup];
+  return rels;
+}
+
+// tab [H, R] = q_u,h . r_rel for every head and each relation in rels (other entries untouched).
 template <class D, typename T = hn::TFromD<D>>
-void rel_table(D d, const GsaParams& p, const T* q_u, T* tab) {
+void rel_table(D d, const GsaParams& p, const T* q_u, const std::vector<int32_t>& rels, T* tab) {
   const int nl = static_cast<int>(hn::Lanes(d));
+  const int n = static_cast<int>(rels.size());
   const T* rel = static_cast<const T*>(p.rel_emb);
   const T* q1[1] = {q_u};
   const T* rp[kMaxLanes * 2];
   HWY_ALIGN T buf[kMaxLanes * 2];
-  for (int64_t r0 = 0; r0 < p.R; r0 += nl) {
-    const int nr = static_cast<int>(std::min<int64_t>(nl, p.R - r0));
-    for (int j = 0; j < nl; ++j) rp[j] = rel + (r0 + (j < nr ? j : 0)) * p.rel_stride;
+  for (int r0 = 0; r0 < n; r0 += nl) {
+    const int nr = std::min(nl, n - r0);
+    for (int j = 0; j < nl; ++j) rp[j] = rel + rels[r0 + (j < nr ? j : 0)] * p.rel_stride;
     for (int64_t h = 0; h < p.H; ++h) {
       hn::Store(group_dot<kFixedA, false>(d, q1, h * p.q_strides.head, rp, 0, rp, p.D), d, buf);
-      std::copy(buf, buf + nr, tab + h * p.R + r0);
+      for (int j = 0; j < nr; ++j) tab[h * p.R + rels[r0 + j]] = buf[j];
     }
   }
 }
@@ -415,10 +434,11 @@ void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m
   const In<T> in(p);
   const int64_t H = p.H, D = p.D;
   const T* tabs[kGsaCpuRowGroup];
+  std::vector<int32_t>* rels = group_relations();
   for (int i = 0; i < grp.n; ++i) {
     tabs[i] = nullptr;
-    if (REL && use_rel_table(p, grp.e0[i], grp.e1[i])) {
-      rel_table(d, p, in.q + at(p.q_strides, b, grp.u[i]), tab + i * H * p.R);
+    if (REL && row_relations(p, grp.e0[i], grp.e1[i], rels[i])) {
+      rel_table(d, p, in.q + at(p.q_strides, b, grp.u[i]), rels[i], tab + i * H * p.R);
       tabs[i] = tab + i * H * p.R;
     }
   }
@@ -978,7 +998,7 @@ void delta_rows(const GsaParams& p, int64_t u0, int64_t u1) {
 
 // Backward by destination: adds the edges of each row of the group (batch b) to its dq_acc [H, D] (unscaled; row
 // i's at dq_acc + i*H*D) and their d_rel_emb contributions to rel_part [R, D]. Scratch: kGsaCpuRowGroup *
-// (256 H + 3 H R). Rows with a relation table (use_rel_table) sum dS per (head, relation) instead of adding the
+// (256 H + 3 H R). Rows with a relation table (row_relations) sum dS per (head, relation) instead of adding the
 // relation row per edge: dq_h += sum_rel W_h,rel r_rel and d_rel_emb[rel] += scale sum_h W_h,rel q_h once per row.
 // With pds [B, E, H, 2], each edge's P and dS per head are stored there for the pass by source.
 template <bool REL, typename T>
@@ -995,16 +1015,17 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
   // sum_h dS_h q_h instead of once per head.
   T* ds_all = scratch;
   T* tab = ds_all + kGsaCpuRowGroup * H * kSegMax;
-  T* wsum = tab + kGsaCpuRowGroup * H * R;   // W [H, R] per row
-  T* seen = wsum + kGsaCpuRowGroup * H * R;  // [R] per row: 1 where the row has an edge of the relation
+  T* wsum = tab + kGsaCpuRowGroup * H * R;  // W [H, R] per row (the row's relations)
   const T* tabs[kGsaCpuRowGroup];
+  std::vector<int32_t>* rels = group_relations();
   for (int i = 0; i < grp.n; ++i) {
     tabs[i] = nullptr;
-    if (REL && use_rel_table(p, grp.e0[i], grp.e1[i])) {
-      rel_table(d, p, in.q + at(p.q_strides, b, grp.u[i]), tab + i * H * R);
+    if (REL && row_relations(p, grp.e0[i], grp.e1[i], rels[i])) {
+      rel_table(d, p, in.q + at(p.q_strides, b, grp.u[i]), rels[i], tab + i * H * R);
       tabs[i] = tab + i * H * R;
-      std::fill(wsum + i * H * R, wsum + (i + 1) * H * R, T(0));
-      std::fill(seen + i * R, seen + (i + 1) * R, T(0));
+      for (int64_t h = 0; h < H; ++h) {
+        for (int32_t r : rels[i]) wsum[(i * H + h) * R + r] = T(0);
+      }
     }
   }
   EdgeSeg<T> segs[kGsaCpuRowGroup];
@@ -1054,10 +1075,7 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
       const T* q_heads[kMaxHeads];
       HWY_ALIGN T w[kMaxHeads];
       for (int i = 0; i < grp.n; ++i) {
-        if (tabs[i] != nullptr) {
-          for (int j = 0; j < segs[i].n; ++j) seen[i * R + segs[i].rel[j]] = T(1);
-          continue;
-        }
+        if (tabs[i] != nullptr) continue;
         const T* q_u = in.q + at(p.q_strides, b, grp.u[i]);
         const int64_t e = grp.e0[i] + off;
         for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
@@ -1082,8 +1100,7 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
       const T* w_i = wsum + i * H * R;
       for (int64_t h = 0; h < H; ++h) {  // dq_h += sum_rel W_h,rel r_rel over the row's relations
         int n = 0;
-        for (int64_t r = 0; r < R; ++r) {
-          if (seen[i * R + r] == T(0)) continue;
+        for (int32_t r : rels[i]) {
           rp[n] = rel + r * p.rel_stride;
           wr[n++] = w_i[h * R + r];
           if (n == nl) {
@@ -1094,8 +1111,7 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
         if (n > 0) group_axpy<false>(d, dq_acc + (i * H + h) * D, T(1), wr, n, rp, 0, rp, D);
       }
       const T* q_u = in.q + at(p.q_strides, b, grp.u[i]);
-      for (int64_t r = 0; r < R; ++r) {
-        if (seen[i * R + r] == T(0)) continue;
+      for (int32_t r : rels[i]) {
         for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
           const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
           for (int hh = 0; hh < nh; ++hh) {

@@ -1,6 +1,7 @@
 // CPU graph self-attention driver: picks the SIMD target (best this CPU runs, or the one pinned by SB_CPU_TARGET or
-// gsa_cpu_pin_target), spreads rows over OpenMP threads, and runs heavy rows as pieces whose partial results are
-// merged in a fixed order (gsa_split_plan.h). The per-target cores are in gsa_cpu_simd.cpp.
+// gsa_cpu_pin_target), spreads blocks of rows over OpenMP threads in the graph's block order (gsa_block_order:
+// rows reading nearby sources run close in time), and runs heavy rows as pieces whose partial results are merged
+// in a fixed order (gsa_split_plan.h). The per-target cores are in gsa_cpu_simd.cpp.
 // Every output element is produced by one fixed sequence of operations, so results are bitwise identical across
 // runs and thread counts (scheduling only decides which thread runs a work item).
 // Measured with `sparsebench bench kernels` (B=1, H=8, D=64, n=8192, 2 threads) on a 2-core AMD EPYC (AVX2+FMA):
@@ -26,7 +27,10 @@ namespace sb {
 
 namespace {
 
-constexpr int64_t kRowBlock = 16;  // destination rows (or sources) per scheduling unit
+constexpr int64_t kRowBlock = kGsaCpuRowBlock;  // destination rows (or sources) per scheduling unit
+
+// The i-th block to run of a block order (nullptr: block i).
+inline int64_t block_at(const int32_t* order, int64_t i) { return order != nullptr ? order[i] : i; }
 
 const GsaCpuTargetList& runnable() {
   static const GsaCpuTargetList list = gsa_cpu_runnable_targets();
@@ -109,7 +113,7 @@ void forward_impl(const GsaParams& p) {
         k.forward_piece(p, b, plan.piece_row[i], plan.piece_begin[i], plan.piece_end[i], st + HD, st + HD + H, st,
                         scratch.data());
       } else {
-        const int64_t u0 = (i - n_pieces) * kRowBlock;
+        const int64_t u0 = block_at(g.row_blocks, i - n_pieces) * kRowBlock;
         k.forward_rows(p, b, u0, std::min(p.N, u0 + kRowBlock), skip, scratch.data());
       }
     }
@@ -181,7 +185,8 @@ void backward_impl(const GsaParams& p) {
   const uint8_t* skip_srcs = srcs.empty() ? nullptr : srcs.row_split.data();
   const int64_t n_row_pieces = rows.n_pieces(), n_src_pieces = srcs.n_pieces();
   const int64_t n_blocks = (p.N + kRowBlock - 1) / kRowBlock;
-  // Pass 1 units: with rel_emb, rows go in kGsaRelChunks fixed chunks (one d_rel partial each); else row blocks.
+  // Pass 1 units: with rel_emb, row blocks (in their order) go in kGsaRelChunks fixed chunks (one d_rel partial
+  // each); else row blocks.
   const int64_t n_chunks = has_rel ? rel_chunks(p) : n_blocks;
   T* rel_partial = static_cast<T*>(p.workspace);
   // The edge cache follows the partials when the caller's workspace holds it (gsa_cpu_workspace_elems).
@@ -213,14 +218,16 @@ void backward_impl(const GsaParams& p) {
         continue;
       }
       const int64_t c = w - n_row_pieces * p.B;
-      const int64_t u0 = has_rel ? p.N * c / n_chunks : c * kRowBlock;
-      const int64_t u1 = has_rel ? p.N * (c + 1) / n_chunks : std::min(p.N, u0 + kRowBlock);
+      const int64_t i0 = has_rel ? n_blocks * c / n_chunks : c, i1 = has_rel ? n_blocks * (c + 1) / n_chunks : c + 1;
       T* part = nullptr;
       if (has_rel) {
         part = rel_partial + c * R * D;
         std::fill(part, part + R * D, T(0));
       }
-      k.dq_rows(p, u0, u1, skip_rows, part, pds, scratch.data());
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t u0 = block_at(g.row_blocks, i) * kRowBlock;
+        k.dq_rows(p, u0, std::min(p.N, u0 + kRowBlock), skip_rows, part, pds, scratch.data());
+      }
     }
     // Pass 2 (needs every row's delta, and the edge cache complete): dk, dv by source.
     const int64_t work2 = p.B * (n_src_pieces + n_blocks);
@@ -232,7 +239,7 @@ void backward_impl(const GsaParams& p) {
         k.dkv_piece(p, b, srcs.piece_row[i], srcs.piece_begin[i], srcs.piece_end[i], st, st + HD, pds,
                     scratch.data());
       } else {
-        const int64_t v0 = (i - n_src_pieces) * kRowBlock;
+        const int64_t v0 = block_at(g.src_blocks, i - n_src_pieces) * kRowBlock;
         k.dkv_rows(p, b, v0, std::min(p.N, v0 + kRowBlock), skip_srcs, pds, scratch.data());
       }
     }

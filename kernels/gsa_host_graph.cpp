@@ -70,6 +70,8 @@ void GsaHostGraph::plan_schedules() {
   const int64_t threshold = gsa_device_split_threshold(n_nodes, n_edges());
   row_schedule = gsa_pack_schedule(row_ptr.data(), n_nodes, threshold);
   src_schedule = gsa_pack_schedule(t_row_ptr.data(), n_nodes, threshold);
+  row_blocks = gsa_block_order(row_ptr.data(), col.data(), n_nodes);
+  src_blocks = gsa_block_order(t_row_ptr.data(), t_col.data(), n_nodes);
 }
 
 GsaGraphView GsaHostGraph::view() const {
@@ -83,6 +85,8 @@ GsaGraphView GsaHostGraph::view() const {
   v.rel_ptr = rel_ptr.data();
   v.rel_edge = rel_edge.data();
   v.rel_dst = rel_dst.data();
+  v.row_blocks = row_blocks.data();
+  v.src_blocks = src_blocks.data();
   v.rows = gsa_schedule_view(row_schedule.data.data(), n_nodes, row_schedule.n_pieces, row_schedule.n_split);
   v.srcs = gsa_schedule_view(src_schedule.data.data(), n_nodes, src_schedule.n_pieces, src_schedule.n_split);
   v.n_nodes = n_nodes;

@@ -19,6 +19,8 @@ struct GsaHostGraph {
   std::vector<int32_t> rel_edge, rel_dst;                   // [E] each: edges grouped by relation
   // Device-backend schedules (gsa_device_split_threshold) by destination and by source.
   GsaPackedSchedule row_schedule, src_schedule;
+  // The CPU kernels' block orders by destination and by source (gsa_block_order).
+  std::vector<int32_t> row_blocks, src_blocks;
 
   // From a pattern graph (already consistent; only its edge count is checked).
   explicit GsaHostGraph(const Graph& g);
@@ -36,7 +38,7 @@ struct GsaHostGraph {
   static int64_t preparations();
 
  private:
-  void plan_schedules();  // fills row_schedule and src_schedule
+  void plan_schedules();  // fills row_schedule, src_schedule, row_blocks and src_blocks
 };
 
 }  // namespace sb

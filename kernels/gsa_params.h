@@ -33,6 +33,9 @@ struct GsaGraphView {
   const int64_t* rel_ptr = nullptr;    // [R + 1]
   const int32_t* rel_edge = nullptr;   // [E]
   const int32_t* rel_dst = nullptr;    // [E]
+  // CPU: blocks of kGsaCpuRowBlock rows and of sources in the order they run (gsa_block_order); nullptr: in order.
+  const int32_t* row_blocks = nullptr;
+  const int32_t* src_blocks = nullptr;
   GsaScheduleView rows;                // by destination (forward, dq)
   GsaScheduleView srcs;                // by source through the transpose (dk, dv)
   int64_t n_nodes = 0;

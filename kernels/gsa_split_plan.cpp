@@ -87,4 +87,17 @@ int64_t gsa_split_threshold(int64_t n_rows, int64_t n_edges, int64_t min_edges, 
   return std::max(min_edges, factor * mean);
 }
 
+std::vector<int32_t> gsa_block_order(const int64_t* row_ptr, const int32_t* col, int64_t n_rows) {
+  const int64_t n_blocks = (n_rows + kGsaCpuRowBlock - 1) / kGsaCpuRowBlock;
+  std::vector<int64_t> key(static_cast<size_t>(n_blocks), INT64_MAX);
+  for (int64_t c = 0; c < n_blocks; ++c) {
+    const int64_t e1 = row_ptr[std::min(n_rows, (c + 1) * kGsaCpuRowBlock)];
+    for (int64_t e = row_ptr[c * kGsaCpuRowBlock]; e < e1; ++e) key[c] = std::min<int64_t>(key[c], col[e]);
+  }
+  std::vector<int32_t> order(static_cast<size_t>(n_blocks));
+  for (int64_t c = 0; c < n_blocks; ++c) order[c] = static_cast<int32_t>(c);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return key[a] < key[b]; });
+  return order;
+}
+
 }  // namespace sb

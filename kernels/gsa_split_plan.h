@@ -42,6 +42,16 @@ int64_t gsa_split_threshold(int64_t n_rows, int64_t n_edges, int64_t min_edges =
 // in order: max(256, 4 x mean degree). Not yet tuned on a GPU.
 int64_t gsa_device_split_threshold(int64_t n_rows, int64_t n_edges);
 
+// Rows (or sources) per CPU scheduling block.
+constexpr int64_t kGsaCpuRowBlock = 16;
+
+// The CPU kernels' order of the blocks of kGsaCpuRowBlock rows: ascending by the smallest column (source, or
+// destination in the transpose) of their edges, ties and edgeless blocks in block order. Rows whose columns are
+// near each other then run close in time, so their key and value rows are still in cache: bpt's span nodes (ids
+// n and up) run beside the tokens they cover instead of after all of them, each level streaming every token's keys
+// and values again. Depends on the graph alone, so results stay reproducible.
+std::vector<int32_t> gsa_block_order(const int64_t* row_ptr, const int32_t* col, int64_t n_rows);
+
 // The rows a plan leaves whole, heaviest first (ties in ascending row order): the order a device backend hands
 // rows to its workers, so the longest ones do not start last. A counting sort: O(rows + threshold).
 std::vector<int64_t> gsa_longest_first(const int64_t* row_ptr, int64_t n_rows, const GsaSplitPlan& plan);

@@ -185,6 +185,9 @@ GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torc
   p.graph.rel_ptr = graph.rel_ptr.data_ptr<int64_t>();
   p.graph.rel_edge = graph.rel_edge.data_ptr<int32_t>();
   p.graph.rel_dst = graph.rel_dst.data_ptr<int32_t>();
+  const auto blocks = [](const torch::Tensor& t) { return t.defined() ? t.data_ptr<int32_t>() : nullptr; };
+  p.graph.row_blocks = blocks(graph.row_blocks);
+  p.graph.src_blocks = blocks(graph.src_blocks);
   p.graph.rows = gsa_schedule_view(graph.row_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.row_pieces,
                                    graph.row_split);
   p.graph.srcs = gsa_schedule_view(graph.src_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.src_pieces,
@@ -402,6 +405,11 @@ TorchGraph TorchGraph::from_host(const GsaHostGraph& h, torch::Device device) {
   t.row_split = h.row_schedule.n_split;
   t.src_pieces = h.src_schedule.n_pieces;
   t.src_split = h.src_schedule.n_split;
+  const auto blocks = [&](const std::vector<int32_t>& order) {
+    return upload(order.data(), static_cast<int64_t>(order.size()), torch::kInt32, device);
+  };
+  t.row_blocks = blocks(h.row_blocks);
+  t.src_blocks = blocks(h.src_blocks);
   return t;
 }
 

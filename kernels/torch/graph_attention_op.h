@@ -35,6 +35,8 @@ struct TorchGraph : torch::CustomClassHolder {
   // first), by destination and by source, int64, with their sizes.
   torch::Tensor row_schedule, src_schedule;
   int64_t row_pieces = 0, row_split = 0, src_pieces = 0, src_split = 0;
+  // The CPU kernels' block orders by destination and by source (gsa_block_order), int32.
+  torch::Tensor row_blocks, src_blocks;
 
   static TorchGraph from_graph(const Graph& g, torch::Device device = torch::kCPU);
   // From the destination CSR as tensors on one device (what prepare_graph takes): row_ptr [N + 1] int64,

@@ -269,9 +269,14 @@ TEST(GsaOp, FromTensorsMatchesFromGraph) {
   const TorchGraph a = TorchGraph::from_graph(g);
   const TorchGraph b = TorchGraph::from_tensors(a.row_ptr, a.col, a.rel, a.n_relations);
   for (const auto& [x, y] : {std::pair{a.t_row_ptr, b.t_row_ptr}, {a.t_col, b.t_col}, {a.t_edge, b.t_edge},
-                             {a.rel_ptr, b.rel_ptr}, {a.rel_edge, b.rel_edge}, {a.rel_dst, b.rel_dst}}) {
+                             {a.rel_ptr, b.rel_ptr}, {a.rel_edge, b.rel_edge}, {a.rel_dst, b.rel_dst},
+                             {a.row_blocks, b.row_blocks}, {a.src_blocks, b.src_blocks}}) {
     EXPECT_TRUE(torch::equal(x, y));
   }
+  // The CPU block orders travel with the prepared graph.
+  const std::vector<int32_t> order = gsa_block_order(g.row_ptr.data(), g.col.data(), g.n_nodes());
+  ASSERT_EQ(a.row_blocks.numel(), static_cast<int64_t>(order.size()));
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(a.row_blocks[static_cast<int64_t>(i)].item<int32_t>(), order[i]);
   const torch::Tensor q = torch::randn({1, g.n_nodes(), 2, 8});
   const torch::Tensor rel = torch::randn({a.n_relations, 8});
   EXPECT_TRUE(torch::equal(graph_attention(q, q * 0.5, q * 2, rel, a), graph_attention(q, q * 0.5, q * 2, rel, b)));

@@ -1,5 +1,5 @@
 // GsaSplitPlan: heavy rows are cut into contiguous pieces covering each edge exactly once, in a fixed order that
-// depends only on the graph and the threshold.
+// depends only on the graph and the threshold; the CPU block order sorts blocks by their smallest column.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -140,6 +140,25 @@ TEST(GsaSplitPlan, PackedScheduleCoversEveryRowOnceHeaviestFirst) {
     }
   }
   for (int64_t u = 0; u < 300; ++u) EXPECT_EQ(seen[u] + plan.row_split[u], 1) << "row " << u;
+}
+
+// Blocks of kGsaCpuRowBlock rows run ascending by their smallest column, ties and edgeless blocks in block order:
+// here 5 blocks (the last one short), block 3 has no edges, blocks 0 and 4 share their smallest column.
+TEST(GsaBlockOrder, SortsBlocksBySmallestColumn) {
+  const int64_t B = kGsaCpuRowBlock, n = 4 * B + 3;
+  std::vector<int64_t> row_ptr(1, 0);
+  std::vector<int32_t> col;
+  const int32_t smallest[5] = {40, 7, 12, -1, 40};  // per block; -1: no edges
+  for (int64_t u = 0; u < n; ++u) {
+    const int32_t lo = smallest[u / B];
+    if (lo >= 0) {
+      col.push_back(static_cast<int32_t>(lo + u % B));  // the block's smallest at its first row
+      col.push_back(static_cast<int32_t>(60 + u % 7));
+    }
+    row_ptr.push_back(static_cast<int64_t>(col.size()));
+  }
+  EXPECT_EQ(gsa_block_order(row_ptr.data(), col.data(), n), (std::vector<int32_t>{1, 2, 0, 4, 3}));
+  EXPECT_EQ(gsa_block_order(row_ptr.data(), col.data(), 0), std::vector<int32_t>{});
 }
 
 }  // namespace

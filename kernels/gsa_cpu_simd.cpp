@@ -5,13 +5,15 @@
 // chunks' N scores are N dot products over D reduced together by a fixed transpose-add tree (no per-edge
 // horizontal sum), then one max, one rescale and one vector-exp pass over the segment, then the accumulation
 // with the accumulator held in registers over the whole segment. A group whose rows share most of their sources
-// (window, bigbird blocks; also sources sharing destinations in the backward) runs instead as a register tile over the
-// union of its sources, so each key, value or query row loaded serves all its rows (forward_tile, dq_tile,
-// dkv_tile); the forward tile of bpt takes relation terms by column (TileRelations::pays_by_column). Other rows with at least twice as many edges as relations take q . r_rel from a per-row table instead
-// of reading a relation row per edge. The backward by destination can store P and dS of every edge and head (the
-// edge cache) for the backward by source. Every output element is produced by one fixed sequence of operations
-// that depends only on the graph (row groups, and whether a group runs as a tile, are fixed by it), so results are
-// bitwise identical across runs and thread counts (they differ between targets, whose lane counts differ).
+// (window, bigbird blocks, bpt's tokens; also sources sharing destinations in the backward) runs instead as a
+// register tile over the union of its sources, so each key, value or query row loaded serves all its rows
+// (forward_tile, dq_tile, dkv_tile); the forward tile of bpt takes relation terms by column
+// (TileRelations::pays_by_column). Other rows with at least twice as many edges as distinct relations take
+// q . r_rel from a table of their relations (row_relations) instead of reading a relation row per edge. The
+// backward by destination can store P and dS of every edge and head (the edge cache) for the backward by source.
+// Every output element is produced by one fixed sequence of operations that depends only on the graph (row groups,
+// and whether a group runs as a tile, are fixed by it), so results are bitwise identical across runs and thread
+// counts (they differ between targets, whose lane counts differ).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gsa_cpu_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

@@ -87,20 +87,38 @@ const GsaCpuCores& cores() {
   return sizeof(T) == 8 ? active().f64 : active().f32;
 }
 
-// Forward: unsplit rows in blocks, split rows as pieces (partial m, l, acc), then each split row merged from its
-// pieces in piece order.
+// The forward's plan: heavy rows, and rows that share no sources with their neighbours, cut into pieces, with
+// column tiles (see gsa_column_split_plan).
+GsaSplitPlan forward_plan(const GsaParams& p) {
+  const GsaGraphView& g = p.graph;
+  return gsa_column_split_plan(g.row_ptr, g.col, p.N, gsa_split_threshold(p.N, g.n_edges), kGsaCpuColumnBlock,
+                               kGsaCpuRowGroup);
+}
+
+// Rows, first and end edges of column tile t's pieces; returns how many.
+int tile_members(const GsaSplitPlan& plan, int64_t t, int64_t* u, int64_t* e0, int64_t* e1, int64_t* pieces) {
+  int n = 0;
+  for (int64_t j = plan.tile_ptr[t]; j < plan.tile_ptr[t + 1] && n < kGsaCpuRowGroup; ++j, ++n) {
+    const int64_t c = plan.tile_pieces[j];
+    u[n] = plan.piece_row[c], e0[n] = plan.piece_begin[c], e1[n] = plan.piece_end[c], pieces[n] = c;
+  }
+  return n;
+}
+
+// Forward: column tiles of pieces, the other pieces one by one, unsplit rows in blocks (partial m, l, acc for
+// pieces), then each split row merged from its pieces in piece order.
 template <typename T>
 void forward_impl(const GsaParams& p) {
   const GsaCpuCores& k = cores<T>();
   const GsaGraphView& g = p.graph;
-  const GsaSplitPlan plan = gsa_split_plan(g.row_ptr, p.N, gsa_split_threshold(p.N, g.n_edges));
+  const GsaSplitPlan plan = forward_plan(p);
   const uint8_t* skip = plan.empty() ? nullptr : plan.row_split.data();
   const int64_t H = p.H, D = p.D, HD = H * D;
-  const int64_t n_pieces = plan.n_pieces();
+  const int64_t n_pieces = plan.n_pieces(), n_tiles = plan.n_tiles();
   const int64_t state = HD + 2 * H;  // one piece's acc [H, D], m [H], l [H]
   std::vector<T> pieces(static_cast<size_t>(n_pieces * p.B * state));
   const int64_t n_blocks = (p.N + kRowBlock - 1) / kRowBlock;
-  const int64_t work = p.B * (n_pieces + n_blocks);
+  const int64_t work = p.B * (n_tiles + n_pieces + n_blocks);
   const int64_t n_split = static_cast<int64_t>(plan.split_rows.size());
 #pragma omp parallel
   {
@@ -108,12 +126,20 @@ void forward_impl(const GsaParams& p) {
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < work; ++w) {
       const int64_t b = w % p.B, i = w / p.B;  // pieces first: they are the longest items
-      if (i < n_pieces) {
-        T* st = pieces.data() + (i * p.B + b) * state;
-        k.forward_piece(p, b, plan.piece_row[i], plan.piece_begin[i], plan.piece_end[i], st + HD, st + HD + H, st,
+      if (i < n_tiles) {
+        int64_t u[kGsaCpuRowGroup], e0[kGsaCpuRowGroup], e1[kGsaCpuRowGroup], c[kGsaCpuRowGroup];
+        void* st[kGsaCpuRowGroup];
+        const int n = tile_members(plan, i, u, e0, e1, c);
+        for (int j = 0; j < n; ++j) st[j] = pieces.data() + (c[j] * p.B + b) * state;
+        k.forward_tile_pieces(p, b, n, u, e0, e1, st, scratch.data());
+      } else if (i < n_tiles + n_pieces) {
+        const int64_t c = i - n_tiles;
+        if (plan.piece_tiled[static_cast<size_t>(c)]) continue;
+        T* st = pieces.data() + (c * p.B + b) * state;
+        k.forward_piece(p, b, plan.piece_row[c], plan.piece_begin[c], plan.piece_end[c], st + HD, st + HD + H, st,
                         scratch.data());
       } else {
-        const int64_t u0 = block_at(g.row_blocks, i - n_pieces) * kRowBlock;
+        const int64_t u0 = block_at(g.row_blocks, i - n_tiles - n_pieces) * kRowBlock;
         k.forward_rows(p, b, u0, std::min(p.N, u0 + kRowBlock), skip, scratch.data());
       }
     }
@@ -313,11 +339,17 @@ void gsa_cpu_exp(double* x, int64_t n) { cores<double>().exp_inplace(x, n); }
 GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p) {
   check_cpu_dtype(p, "gsa_cpu_forward_groups");
   const GsaCpuCores& k = p.dtype == GsaDtype::f32 ? cores<float>() : cores<double>();
-  const GsaSplitPlan plan = gsa_split_plan(p.graph.row_ptr, p.N, gsa_split_threshold(p.N, p.graph.n_edges));
+  const GsaSplitPlan plan = forward_plan(p);
   const uint8_t* skip = plan.empty() ? nullptr : plan.row_split.data();
   int64_t counts[3] = {0, 0, 0};
   for (int64_t u0 = 0; u0 < p.N; u0 += kRowBlock) k.forward_groups(p, u0, std::min(p.N, u0 + kRowBlock), skip, counts);
-  return {counts[0], counts[1], counts[2]};
+  GsaCpuForwardGroups out{counts[0], counts[1], counts[2]};
+  for (int64_t t = 0; t < plan.n_tiles(); ++t) {
+    int64_t u[kGsaCpuRowGroup], e0[kGsaCpuRowGroup], e1[kGsaCpuRowGroup], c[kGsaCpuRowGroup];
+    const int n = tile_members(plan, t, u, e0, e1, c);
+    (k.group_kind(p, n, u, e0, e1) < 2 ? out.column_tiles : out.column_tiles_per_row) += 1;
+  }
+  return out;
 }
 
 int64_t gsa_cpu_delta_elems(const GsaParams& p) { return p.B * p.N * p.H; }

@@ -39,6 +39,13 @@ struct GsaCpuCores {
   // Adds the row groups forward_rows would run over [u0, u1) to counts [3]: tiles with one relation table (or without
   // relations), tiles by column relations, per row.
   void (*forward_groups)(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, int64_t* counts);
+  // Forward partial states of n (up to kGsaCpuRowGroup) pieces of different rows over the same columns, a column tile
+  // of gsa_column_split_plan: rows u[i], edges [e0[i], e1[i]), batch b, as one register tile where it applies, else
+  // per piece. st[i] receives piece i's state as forward_piece lays it out: acc [H, D], then m [H], then l [H].
+  void (*forward_tile_pieces)(const GsaParams& p, int64_t b, int n, const int64_t* u, const int64_t* e0,
+                              const int64_t* e1, void* const* st, void* scratch);
+  // Which count of forward_groups such a group of pieces adds to: 0, 1 or 2.
+  int (*group_kind)(const GsaParams& p, int n, const int64_t* u, const int64_t* e0, const int64_t* e1);
 };
 
 struct GsaCpuTargetCores {

@@ -27,6 +27,7 @@
 
 #include "kernels/gsa_cpu_kernels.h"
 #include "kernels/gsa_math.h"
+#include "kernels/gsa_split_plan.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace sb {
@@ -490,7 +491,7 @@ constexpr int kTileRows = 4;
 static_assert(kTileRows == kGsaCpuRowGroup, "the tile covers one row group");
 
 // The tile pays while the union of the group's sources is at most kTileWaste times the mean row length.
-constexpr double kTileWaste = 1.3;
+constexpr double kTileWaste = kGsaTileWaste;
 // Rows shorter than this on average do not pay for the merge (bpt k=4 causal at n=512 measured slower as tiles).
 constexpr int64_t kTileMinRow = 32;
 
@@ -919,6 +920,17 @@ void for_row_groups(const int64_t* row_ptr, int64_t u0, int64_t u1, const uint8_
   if (grp.n > 0) f(grp);
 }
 
+// The forward of a group's rows (or pieces) into the state m, l, acc (scratch beyond them: the relation tables):
+// a tile where one applies, else per row.
+template <bool REL, typename T>
+void forward_group(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l, T* acc, T* tab) {
+  init_state(p, grp.n, m, l, acc);
+  const int64_t unions = tile_union(hn::ScalableTag<T>(), p, grp, p.graph.col);
+  if (unions == 0 || !forward_tile<REL>(p, b, grp, unions, m, l, acc, tab)) {
+    forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
+  }
+}
+
 template <bool REL, typename T>
 void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const uint8_t* skip, T* scratch) {
   const hn::ScalableTag<T> d;
@@ -930,11 +942,7 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
   T* o = static_cast<T*>(p.o);
   T* lse = static_cast<T*>(p.lse);
   for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
-    init_state(p, grp.n, m, l, acc);
-    const int64_t unions = tile_union(d, p, grp, p.graph.col);
-    if (unions == 0 || !forward_tile<REL>(p, b, grp, unions, m, l, acc, tab)) {
-      forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
-    }
+    forward_group<REL>(p, b, grp, m, l, acc, tab);
     for (int i = 0; i < grp.n; ++i) {
       const int64_t u = grp.u[i];
       T* o_u = o + at(p.o_strides, b, u);
@@ -954,17 +962,59 @@ void forward_rows(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const u
   else forward_rows_t<false>(p, b, u0, u1, skip, static_cast<T*>(scratch));
 }
 
+// How the forward runs a group (forward_tile's decision): 0 a tile with one relation table or none, 1 a tile with
+// relation terms by column, 2 per row.
+template <typename T>
+int group_kind_t(const GsaParams& p, const RowGroup& grp) {
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+  const int64_t unions = tile_union(hn::ScalableTag<T>(), p, grp, p.graph.col);
+  TileRelations rels;
+  if (unions > 0 && tile_relations(p, grp, unions, rels)) return rels.by_column() ? 1 : 0;
+#else
+  (void)p, (void)grp;
+#endif
+  return 2;
+}
+
 template <typename T>
 void forward_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, int64_t* counts) {
-  for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
-    int kind = 2;
-#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
-    const int64_t unions = tile_union(hn::ScalableTag<T>(), p, grp, p.graph.col);
-    TileRelations rels;
-    if (unions > 0 && tile_relations(p, grp, unions, rels)) kind = rels.by_column() ? 1 : 0;
-#endif
-    ++counts[kind];
-  });
+  for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) { ++counts[group_kind_t<T>(p, grp)]; });
+}
+
+// The pieces [e0[i], e1[i]) of rows u[i] as one group.
+inline RowGroup piece_group(int n, const int64_t* u, const int64_t* e0, const int64_t* e1) {
+  RowGroup grp;
+  grp.n = std::min(n, kGsaCpuRowGroup);
+  for (int i = 0; i < grp.n; ++i) grp.u[i] = u[i], grp.e0[i] = e0[i], grp.e1[i] = e1[i];
+  return grp;
+}
+
+template <typename T>
+int group_kind(const GsaParams& p, int n, const int64_t* u, const int64_t* e0, const int64_t* e1) {
+  return group_kind_t<T>(p, piece_group(n, u, e0, e1));
+}
+
+template <bool REL, typename T>
+void forward_tile_pieces_t(const GsaParams& p, int64_t b, const RowGroup& grp, void* const* st, T* scratch) {
+  const int64_t H = p.H, HD = p.H * p.D;
+  T* acc = scratch;
+  T* m = acc + kGsaCpuRowGroup * HD;
+  T* l = m + kGsaCpuRowGroup * H;
+  forward_group<REL>(p, b, grp, m, l, acc, l + kGsaCpuRowGroup * H);
+  for (int i = 0; i < grp.n; ++i) {
+    T* s = static_cast<T*>(st[i]);
+    std::copy(acc + i * HD, acc + (i + 1) * HD, s);
+    std::copy(m + i * H, m + (i + 1) * H, s + HD);
+    std::copy(l + i * H, l + (i + 1) * H, s + HD + H);
+  }
+}
+
+template <typename T>
+void forward_tile_pieces(const GsaParams& p, int64_t b, int n, const int64_t* u, const int64_t* e0, const int64_t* e1,
+                         void* const* st, void* scratch) {
+  const RowGroup grp = piece_group(n, u, e0, e1);
+  if (p.rel_emb != nullptr) forward_tile_pieces_t<true>(p, b, grp, st, static_cast<T*>(scratch));
+  else forward_tile_pieces_t<false>(p, b, grp, st, static_cast<T*>(scratch));
 }
 
 template <typename T>
@@ -1469,7 +1519,7 @@ void exp_inplace(void* x, int64_t n) {
 template <typename T>
 constexpr GsaCpuCores cores_for() {
   return {forward_rows<T>, forward_piece<T>, delta_rows<T>, dq_rows<T>, dq_piece<T>, dkv_rows<T>, dkv_piece<T>,
-          exp_inplace<T>, forward_groups<T>};
+          exp_inplace<T>, forward_groups<T>, forward_tile_pieces<T>, group_kind<T>};
 }
 
 }  // namespace

@@ -24,8 +24,14 @@ struct GsaSplitPlan {
   std::vector<int64_t> piece_row;  // the row each piece belongs to
   // row_split[u] = 1 when row u is split (rows loops skip it), for every row.
   std::vector<uint8_t> row_split;
+  // Column tiles (gsa_column_split_plan only): tile t groups the pieces tile_pieces[tile_ptr[t] .. tile_ptr[t + 1]),
+  // 2 or more, of different rows over the same full block of columns; piece_tiled[k] = 1 for pieces in a tile.
+  std::vector<int64_t> tile_ptr{0};
+  std::vector<int64_t> tile_pieces;
+  std::vector<uint8_t> piece_tiled;
 
   int64_t n_pieces() const { return static_cast<int64_t>(piece_begin.size()); }
+  int64_t n_tiles() const { return static_cast<int64_t>(tile_ptr.size()) - 1; }
   bool empty() const { return split_rows.empty(); }
 };
 
@@ -33,6 +39,16 @@ struct GsaSplitPlan {
 // ceil(degree / threshold) pieces of near-equal size (sizes differ by at most one, larger first).
 // threshold <= 0 splits nothing.
 GsaSplitPlan gsa_split_plan(const int64_t* row_ptr, int64_t n_rows, int64_t threshold);
+
+// The forward's plan: as gsa_split_plan, except that a row holding full aligned blocks of `block` columns (every
+// column c of [t * block, (t + 1) * block) exactly once, columns ascending) is cut at those blocks when it is heavy
+// or its aligned group of `group` rows would not run as a register tile (bpt's and segtree's span nodes: rows
+// whose neighbours share none of their sources; bigbird's global rows when heavy). Pieces of different
+// rows over the same block then form tiles of up to `group` pieces, in ascending block order, so the block's key
+// and value rows serve every piece of a tile. The edges between blocks form pieces of at most `threshold` edges.
+// Depends on the graph alone, so results stay reproducible.
+GsaSplitPlan gsa_column_split_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_rows, int64_t threshold,
+                                   int64_t block, int group);
 
 // The threshold the CPU kernels use for a graph of n_rows rows and n_edges edges: a row is heavy when it holds
 // more than max(min_edges, factor * mean degree) edges (defaults: 512 and 8).
@@ -44,6 +60,13 @@ int64_t gsa_device_split_threshold(int64_t n_rows, int64_t n_edges);
 
 // Rows (or sources) per CPU scheduling block.
 constexpr int64_t kGsaCpuRowBlock = 16;
+
+// A group of rows runs as a register tile when the union of their columns is at most this many times their mean
+// degree (the CPU forward tile, and gsa_column_split_plan's test for it).
+constexpr double kGsaTileWaste = 1.3;
+
+// Columns per block of the CPU forward's column tiles (gsa_column_split_plan): the forward tile's shortest rows.
+constexpr int64_t kGsaCpuColumnBlock = 32;
 
 // The CPU kernels' order of the blocks of kGsaCpuRowBlock rows: ascending by the smallest column (source, or
 // destination in the transpose) of their edges, ties and edgeless blocks in block order. Rows whose columns are

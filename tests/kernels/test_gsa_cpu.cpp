@@ -327,7 +327,8 @@ TEST_P(GsaCpuTarget, LongRowsOverFewRelationsMatchReference) {
 
 // Rows that share most of their sources run as 4-row register tiles: window and bigbird with one table of every
 // relation (or none), bpt with relation terms by column (each union column adds its rows' common relation to the
-// key row; only columns whose rows disagree read the table). Each graph must actually take its tile path on every
+// key row; only columns whose rows disagree read the table); bpt's span nodes as column tiles (pieces of 4 span
+// rows over one block of 32 tokens, merged per row afterwards). Each graph must actually take its tile path on every
 // target with vectors of 4+ floats, and match the reference in fp32 and fp64 (gradients included) with bits
 // independent of the thread count.
 TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
@@ -357,10 +358,15 @@ TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
     p.R = hg.n_relations;
     p.rel_emb = t.c.rel ? &dummy : nullptr;
     const GsaCpuForwardGroups groups = gsa_cpu_forward_groups(p);
-    if (tiles) {  // groups of 4 rows covering at least 3/4 of the tokens (bpt's span nodes run per row)
+    // bpt's span nodes of 32+ tokens run as column tiles: at least one per block of 32 tokens.
+    const int64_t column_tiles = t.c.pattern == "bpt" ? t.c.n / kGsaCpuColumnBlock : 0;
+    if (tiles) {  // groups of 4 rows covering at least 3/4 of the tokens
       EXPECT_GE(4 * (t.by_column ? groups.tiles_by_column : groups.tiles), t.c.n * 3 / 4) << t.c.id() << " on " << where();
+      EXPECT_GE(groups.column_tiles, column_tiles) << t.c.id() << " on " << where();
+      EXPECT_EQ(groups.column_tiles_per_row, 0) << t.c.id() << " on " << where();
     } else {
-      EXPECT_EQ(groups.tiles + groups.tiles_by_column, 0) << t.c.id() << " on " << where();
+      EXPECT_EQ(groups.tiles + groups.tiles_by_column + groups.column_tiles, 0) << t.c.id() << " on " << where();
+      EXPECT_GE(groups.column_tiles_per_row, column_tiles) << t.c.id() << " on " << where();
     }
     expect_matches_reference(g, t.c);
   }

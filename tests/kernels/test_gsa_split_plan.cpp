@@ -1,7 +1,9 @@
 // GsaSplitPlan: heavy rows are cut into contiguous pieces covering each edge exactly once, in a fixed order that
-// depends only on the graph and the threshold; the CPU block order sorts blocks by their smallest column.
+// depends only on the graph and the threshold; the forward's column plan tiles pieces over full blocks of columns;
+// the CPU block order sorts blocks by their smallest column.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -97,6 +99,98 @@ TEST(GsaSplitPlan, ThresholdFollowsTheMeanDegree) {
   EXPECT_EQ(gsa_split_threshold(1000, 1000 * 300), 2400);   // dense rows: 8 x the mean
   EXPECT_EQ(gsa_split_threshold(0, 0), 512);
   EXPECT_EQ(gsa_split_threshold(10, 95, 4, 2), 20);         // mean rounded up: 10 -> 20
+}
+
+// A token graph with a binary tree over it, as bpt and segtree build: 256 token rows reading a window of +-8 tokens,
+// then span nodes level by level (128 of 2 tokens, 64 of 4, ..., the root of 256) reading the tokens they cover.
+struct TreeCsr {
+  std::vector<int64_t> row_ptr{0};
+  std::vector<int32_t> col;
+  std::vector<int64_t> span_level;  // per row: 0 for tokens
+  void row(int32_t lo, int32_t hi, int64_t level) {
+    for (int32_t c = lo; c < hi; ++c) col.push_back(c);
+    row_ptr.push_back(static_cast<int64_t>(col.size()));
+    span_level.push_back(level);
+  }
+  int64_t rows() const { return static_cast<int64_t>(row_ptr.size()) - 1; }
+};
+
+TreeCsr tree_csr() {
+  TreeCsr g;
+  const int32_t n = 256;
+  for (int32_t i = 0; i < n; ++i) g.row(std::max(0, i - 8), std::min(n, i + 9), 0);
+  for (int64_t level = 1, width = 2; width <= n; ++level, width *= 2) {
+    for (int32_t first = 0; first < n; first += static_cast<int32_t>(width)) {
+      g.row(first, first + static_cast<int32_t>(width), level);
+    }
+  }
+  return g;
+}
+
+// The forward's plan: rows whose neighbours share none of their sources (span nodes of 32+ tokens) and heavy rows
+// are cut at full blocks of 32 columns; window rows are left whole. Every edge is in one piece or its whole row;
+// tiles group 2..4 pieces of different rows that each hold exactly one block's columns, in ascending block order.
+TEST(GsaColumnSplitPlan, TilesGroupPiecesOfOneFullBlock) {
+  const TreeCsr g = tree_csr();
+  const int64_t n = g.rows(), block = 32;
+  for (const int64_t threshold : {int64_t{1000}, int64_t{100}}) {
+    const GsaSplitPlan plan = gsa_column_split_plan(g.row_ptr.data(), g.col.data(), n, threshold, block, 4);
+    ASSERT_EQ(plan.piece_tiled.size(), static_cast<size_t>(plan.n_pieces()));
+    std::vector<int> covered(g.col.size(), 0);
+    size_t next_split = 0;
+    for (int64_t u = 0; u < n; ++u) {
+      const int64_t degree = g.row_ptr[u + 1] - g.row_ptr[u];
+      const bool split = g.span_level[u] >= 5 || degree > threshold;
+      ASSERT_EQ(plan.row_split[u] != 0, split) << "row " << u << " at threshold " << threshold;
+      if (!split) {
+        for (int64_t e = g.row_ptr[u]; e < g.row_ptr[u + 1]; ++e) ++covered[e];
+        continue;
+      }
+      ASSERT_EQ(plan.split_rows[next_split], u);
+      int64_t expect_begin = g.row_ptr[u];
+      for (int64_t k = plan.piece_ptr[next_split]; k < plan.piece_ptr[next_split + 1]; ++k) {
+        EXPECT_EQ(plan.piece_row[k], u);
+        EXPECT_EQ(plan.piece_begin[k], expect_begin) << "pieces of row " << u << " must be contiguous and ascending";
+        EXPECT_LE(plan.piece_end[k] - plan.piece_begin[k], std::max(block, threshold));
+        for (int64_t e = plan.piece_begin[k]; e < plan.piece_end[k]; ++e) ++covered[e];
+        expect_begin = plan.piece_end[k];
+      }
+      EXPECT_EQ(expect_begin, g.row_ptr[u + 1]);
+      ++next_split;
+    }
+    EXPECT_EQ(next_split, plan.split_rows.size());
+    for (size_t e = 0; e < covered.size(); ++e) ASSERT_EQ(covered[e], 1) << "edge " << e;
+
+    // Levels 5..8 cover every block of 32 tokens: 4 pieces per block, one tile each, blocks ascending.
+    ASSERT_EQ(plan.n_tiles(), 256 / block);
+    std::vector<int> in_tile(static_cast<size_t>(plan.n_pieces()), 0);
+    int32_t last_first = -1;
+    for (int64_t t = 0; t < plan.n_tiles(); ++t) {
+      ASSERT_EQ(plan.tile_ptr[t + 1] - plan.tile_ptr[t], 4) << "tile " << t;
+      const int32_t first = g.col[plan.piece_begin[plan.tile_pieces[plan.tile_ptr[t]]]];
+      EXPECT_EQ(first % block, 0);
+      EXPECT_GT(first, last_first) << "tiles in ascending block order";
+      last_first = first;
+      for (int64_t j = plan.tile_ptr[t]; j < plan.tile_ptr[t + 1]; ++j) {
+        const int64_t c = plan.tile_pieces[j];
+        ++in_tile[c];
+        EXPECT_TRUE(plan.piece_tiled[c]);
+        ASSERT_EQ(plan.piece_end[c] - plan.piece_begin[c], block);
+        for (int64_t e = plan.piece_begin[c]; e < plan.piece_end[c]; ++e) {
+          EXPECT_EQ(g.col[e], first + (e - plan.piece_begin[c])) << "tile " << t << " piece " << c;
+        }
+        if (j > plan.tile_ptr[t]) EXPECT_LT(plan.piece_row[plan.tile_pieces[j - 1]], plan.piece_row[c]);
+      }
+    }
+    for (int64_t c = 0; c < plan.n_pieces(); ++c) EXPECT_EQ(in_tile[c], plan.piece_tiled[c] ? 1 : 0) << c;
+  }
+  // Columns that do not ascend hold no full block: the row stays whole.
+  std::vector<int64_t> row_ptr{0, 64};
+  std::vector<int32_t> col;
+  for (int32_t c = 63; c >= 0; --c) col.push_back(c);
+  const GsaSplitPlan none = gsa_column_split_plan(row_ptr.data(), col.data(), 1, 1000, 32, 4);
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(none.n_tiles(), 0);
 }
 
 // The packed device schedule: its view gives the plan back, and the unsplit rows once each, heaviest first (ties in

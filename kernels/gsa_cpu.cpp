@@ -205,7 +205,9 @@ void backward_impl(const GsaParams& p) {
   const int64_t H = p.H, D = p.D, HD = H * D, R = has_rel ? p.R : 0;
   const T scale = static_cast<T>(p.scale);
   const int64_t threshold = gsa_split_threshold(p.N, g.n_edges);
-  const GsaSplitPlan rows = gsa_split_plan(g.row_ptr, p.N, threshold);
+  // Rows by destination: as the forward's plan, but only rows of one relation are cut at blocks (see below).
+  const GsaSplitPlan rows = gsa_column_split_plan(g.row_ptr, g.col, p.N, threshold, kGsaCpuColumnBlock,
+                                                  kGsaCpuRowGroup, has_rel ? g.rel : nullptr);
   const GsaSplitPlan srcs = gsa_split_plan(g.t_row_ptr, p.N, threshold);
   const uint8_t* skip_rows = rows.empty() ? nullptr : rows.row_split.data();
   const uint8_t* skip_srcs = srcs.empty() ? nullptr : srcs.row_split.data();
@@ -220,30 +222,56 @@ void backward_impl(const GsaParams& p) {
   const bool cached = cache_elems > 0 && p.workspace != nullptr &&
                       p.workspace_bytes >= (rel_elems + cache_elems) * acc_bytes(p);
   T* pds = cached ? rel_partial + rel_elems : nullptr;
-  // Pieces' partial sums: dq [H, D] (+ d_rel [R, D]) per (row piece, batch); dk, dv [H, D] per (source piece, batch).
-  const int64_t dq_state = HD + R * D;
+  // Pieces' partial sums: dq [H, D] per (row piece, batch), d_rel [R, D] per (piece of a row of several relations,
+  // batch); dk, dv [H, D] per (source piece, batch). A row whose edges share one relation r adds
+  // scale * sum_h (sum_e dS_e,h) q_h to d_rel[r], and sum_e dS_e,h = sum_e P_e (dP_e - delta) = delta - delta = 0:
+  // its pieces' relation partials (non-zero alone) are dropped, so column tiles need none.
+  const int64_t dq_state = HD;
   std::vector<T> dq_pieces(static_cast<size_t>(n_row_pieces * p.B * dq_state));
+  std::vector<int64_t> rel_slot(static_cast<size_t>(n_row_pieces), -1);  // the piece's d_rel partial, -1: none
+  int64_t n_rel_pieces = 0;
+  for (size_t i = 0; has_rel && i < rows.split_rows.size(); ++i) {
+    const int64_t u = rows.split_rows[i];
+    if (gsa_one_relation(g.rel, g.row_ptr[u], g.row_ptr[u + 1])) continue;
+    for (int64_t c = rows.piece_ptr[i]; c < rows.piece_ptr[i + 1]; ++c) rel_slot[c] = n_rel_pieces++;
+  }
+  std::vector<T> rel_pieces(static_cast<size_t>(n_rel_pieces * p.B * R * D));
+  const int64_t n_row_tiles = rows.n_tiles();
   std::vector<T> dkv_pieces(static_cast<size_t>(n_src_pieces * p.B * 2 * HD));
   const int64_t n_split_rows = static_cast<int64_t>(rows.split_rows.size());
   const int64_t n_split_srcs = static_cast<int64_t>(srcs.split_rows.size());
 #pragma omp parallel
   {
     std::vector<T> scratch(static_cast<size_t>(gsa_cpu_scratch_elems(p)));
+    std::vector<T> dropped(static_cast<size_t>(R * D));  // relation partials of one-relation rows' pieces
 #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < n_blocks; ++c) k.delta_rows(p, c * kRowBlock, std::min(p.N, (c + 1) * kRowBlock));
-    // Pass 1: dq (and d_rel partials) by destination.
-    const int64_t work1 = n_row_pieces * p.B + n_chunks;
+    // Pass 1: dq (and d_rel partials) by destination: column tiles, the other pieces, then row chunks.
+    const int64_t work1 = (n_row_tiles + n_row_pieces) * p.B + n_chunks;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < work1; ++w) {
-      if (w < n_row_pieces * p.B) {
-        const int64_t b = w % p.B, i = w / p.B;
-        T* st = dq_pieces.data() + w * dq_state;
-        if (has_rel) std::fill(st + HD, st + dq_state, T(0));
-        k.dq_piece(p, b, rows.piece_row[i], rows.piece_begin[i], rows.piece_end[i], st, has_rel ? st + HD : nullptr,
-                   pds, scratch.data());
+      if (w < n_row_tiles * p.B) {
+        const int64_t b = w % p.B, t = w / p.B;
+        int64_t u[kGsaCpuRowGroup], e0[kGsaCpuRowGroup], e1[kGsaCpuRowGroup], c[kGsaCpuRowGroup];
+        void* st[kGsaCpuRowGroup];
+        const int n = tile_members(rows, t, u, e0, e1, c);
+        for (int j = 0; j < n; ++j) st[j] = dq_pieces.data() + (c[j] * p.B + b) * dq_state;
+        k.dq_tile_pieces(p, b, n, u, e0, e1, st, has_rel ? dropped.data() : nullptr, pds, scratch.data());
         continue;
       }
-      const int64_t c = w - n_row_pieces * p.B;
+      if (w < (n_row_tiles + n_row_pieces) * p.B) {
+        const int64_t b = w % p.B, i = w / p.B - n_row_tiles;
+        if (rows.piece_tiled[static_cast<size_t>(i)]) continue;
+        T* st = dq_pieces.data() + (i * p.B + b) * dq_state;
+        T* part = has_rel ? dropped.data() : nullptr;
+        if (rel_slot[i] >= 0) {
+          part = rel_pieces.data() + (rel_slot[i] * p.B + b) * R * D;
+          std::fill(part, part + R * D, T(0));
+        }
+        k.dq_piece(p, b, rows.piece_row[i], rows.piece_begin[i], rows.piece_end[i], st, part, pds, scratch.data());
+        continue;
+      }
+      const int64_t c = w - (n_row_tiles + n_row_pieces) * p.B;
       const int64_t i0 = has_rel ? n_blocks * c / n_chunks : c, i1 = has_rel ? n_blocks * (c + 1) / n_chunks : c + 1;
       T* part = nullptr;
       if (has_rel) {
@@ -300,8 +328,8 @@ void backward_impl(const GsaParams& p) {
     for (int64_t r = 0; r < R; ++r) {
       T* out = d_rel + r * p.rel_stride;
       sum_parts(out, rel_partial + r * D, n_chunks, R * D, D, T(1));
-      for (int64_t w = 0; w < n_row_pieces * p.B; ++w) {
-        const T* part = dq_pieces.data() + w * dq_state + HD + r * D;
+      for (int64_t w = 0; w < n_rel_pieces * p.B; ++w) {
+        const T* part = rel_pieces.data() + w * R * D + r * D;
         for (int64_t d = 0; d < D; ++d) out[d] += part[d];
       }
     }

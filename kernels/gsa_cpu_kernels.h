@@ -46,6 +46,10 @@ struct GsaCpuCores {
                               const int64_t* e1, void* const* st, void* scratch);
   // Which count of forward_groups such a group of pieces adds to: 0, 1 or 2.
   int (*group_kind)(const GsaParams& p, int n, const int64_t* u, const int64_t* e0, const int64_t* e1);
+  // Partial dq of such a column tile's pieces, as dq_piece gives them (dq_acc[i]: [H, D], unscaled), relation
+  // gradients added into rel_part, pds filled for the pieces' edges when given.
+  void (*dq_tile_pieces)(const GsaParams& p, int64_t b, int n, const int64_t* u, const int64_t* e0, const int64_t* e1,
+                         void* const* dq_acc, void* rel_part, void* pds, void* scratch);
 };
 
 struct GsaCpuTargetCores {

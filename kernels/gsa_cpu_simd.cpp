@@ -1322,6 +1322,31 @@ void dq_rows(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, vo
   else dq_rows_t<false>(p, u0, u1, skip, part, cache, static_cast<T*>(scratch));
 }
 
+template <bool REL, typename T>
+void dq_tile_pieces_t(const GsaParams& p, int64_t b, const RowGroup& grp, void* const* dq_acc, T* rel_part, T* pds,
+                      T* scratch) {
+  const int64_t HD = p.H * p.D;
+  T* acc = scratch;
+  T* dq_scratch = acc + kGsaCpuRowGroup * HD;
+  std::fill(acc, acc + kGsaCpuRowGroup * HD, T(0));  // all rows: the tile also runs missing ones
+  const int64_t unions = tile_union(hn::ScalableTag<T>(), p, grp, p.graph.col);
+  if (unions == 0 || !dq_tile<REL>(p, b, grp, unions, acc, rel_part, pds, dq_scratch)) {
+    dq_accumulate<REL>(p, b, grp, acc, rel_part, pds, dq_scratch);
+  }
+  for (int i = 0; i < grp.n; ++i) std::copy(acc + i * HD, acc + (i + 1) * HD, static_cast<T*>(dq_acc[i]));
+}
+
+template <typename T>
+void dq_tile_pieces(const GsaParams& p, int64_t b, int n, const int64_t* u, const int64_t* e0, const int64_t* e1,
+                    void* const* dq_acc, void* rel_part, void* pds, void* scratch) {
+  const RowGroup grp = piece_group(n, u, e0, e1);
+  T* part = static_cast<T*>(rel_part);
+  T* cache = static_cast<T*>(pds);
+  T* s = static_cast<T*>(scratch);
+  if (p.rel_emb != nullptr) dq_tile_pieces_t<true>(p, b, grp, dq_acc, part, cache, s);
+  else dq_tile_pieces_t<false>(p, b, grp, dq_acc, part, cache, s);
+}
+
 template <typename T>
 void dq_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, void* dq_acc, void* rel_part,
               void* pds, void* scratch) {
@@ -1519,7 +1544,7 @@ void exp_inplace(void* x, int64_t n) {
 template <typename T>
 constexpr GsaCpuCores cores_for() {
   return {forward_rows<T>, forward_piece<T>, delta_rows<T>, dq_rows<T>, dq_piece<T>, dkv_rows<T>, dkv_piece<T>,
-          exp_inplace<T>, forward_groups<T>, forward_tile_pieces<T>, group_kind<T>};
+          exp_inplace<T>, forward_groups<T>, forward_tile_pieces<T>, group_kind<T>, dq_tile_pieces<T>};
 }
 
 }  // namespace

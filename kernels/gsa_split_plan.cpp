@@ -109,8 +109,15 @@ GsaSplitPlan gsa_split_plan(const int64_t* row_ptr, int64_t n_rows, int64_t thre
   return plan;
 }
 
+bool gsa_one_relation(const int32_t* rel, int64_t e0, int64_t e1) {
+  for (int64_t e = e0 + 1; e < e1; ++e) {
+    if (rel[e] != rel[e0]) return false;
+  }
+  return true;
+}
+
 GsaSplitPlan gsa_column_split_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_rows, int64_t threshold,
-                                   int64_t block, int group) {
+                                   int64_t block, int group, const int32_t* rel) {
   GsaSplitPlan plan = empty_plan(n_rows, threshold);
   if (threshold <= 0 || block <= 0) return plan;
   std::vector<int64_t> blocks;
@@ -126,7 +133,9 @@ GsaSplitPlan gsa_column_split_plan(const int64_t* row_ptr, const int32_t* col, i
       tiles = group_tiles(row_ptr, col, g0, std::min(n_rows, g0 + group));
     }
     blocks.clear();
-    if (degree >= block && (heavy || !tiles)) full_blocks(col, e0, e1, block, blocks);
+    if (degree >= block && (heavy || !tiles) && (rel == nullptr || gsa_one_relation(rel, e0, e1))) {
+      full_blocks(col, e0, e1, block, blocks);
+    }
     if (blocks.empty() && !heavy) continue;
     int64_t e = e0;
     for (int64_t f : blocks) {

@@ -46,9 +46,14 @@ GsaSplitPlan gsa_split_plan(const int64_t* row_ptr, int64_t n_rows, int64_t thre
 // whose neighbours share none of their sources; bigbird's global rows when heavy). Pieces of different
 // rows over the same block then form tiles of up to `group` pieces, in ascending block order, so the block's key
 // and value rows serve every piece of a tile. The edges between blocks form pieces of at most `threshold` edges.
+// With `rel` (the edges' relations), only rows whose edges all share one relation are cut at blocks (the backward
+// by destination's plan: such a row's relation gradient is zero, so its pieces need no relation partials).
 // Depends on the graph alone, so results stay reproducible.
 GsaSplitPlan gsa_column_split_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_rows, int64_t threshold,
-                                   int64_t block, int group);
+                                   int64_t block, int group, const int32_t* rel = nullptr);
+
+// Whether the edges [e0, e1) all have one relation (rel: the edges' relations).
+bool gsa_one_relation(const int32_t* rel, int64_t e0, int64_t e1);
 
 // The threshold the CPU kernels use for a graph of n_rows rows and n_edges edges: a row is heavy when it holds
 // more than max(min_edges, factor * mean degree) edges (defaults: 512 and 8).

@@ -184,6 +184,16 @@ TEST(GsaColumnSplitPlan, TilesGroupPiecesOfOneFullBlock) {
     }
     for (int64_t c = 0; c < plan.n_pieces(); ++c) EXPECT_EQ(in_tile[c], plan.piece_tiled[c] ? 1 : 0) << c;
   }
+  // With relations (the backward's plan), a row of several relations is not cut: the root here.
+  std::vector<int32_t> rel(g.col.size(), 1);
+  rel[static_cast<size_t>(g.row_ptr[n - 1])] = 2;
+  const GsaSplitPlan by_rel = gsa_column_split_plan(g.row_ptr.data(), g.col.data(), n, 1000, block, 4, rel.data());
+  EXPECT_FALSE(by_rel.row_split[n - 1]);
+  EXPECT_TRUE(by_rel.row_split[n - 2]);
+  EXPECT_EQ(by_rel.n_tiles(), 256 / block);  // levels 5..7: 3 pieces per block
+  EXPECT_TRUE(gsa_one_relation(rel.data(), g.row_ptr[n - 2], g.row_ptr[n - 1]));
+  EXPECT_FALSE(gsa_one_relation(rel.data(), g.row_ptr[n - 1], g.row_ptr[n]));
+
   // Columns that do not ascend hold no full block: the row stays whole.
   std::vector<int64_t> row_ptr{0, 64};
   std::vector<int32_t> col;

@@ -1,7 +1,8 @@
 // CPU graph self-attention driver: picks the SIMD target (best this CPU runs, or the one pinned by SB_CPU_TARGET or
 // gsa_cpu_pin_target), spreads blocks of rows over OpenMP threads in the graph's block order (gsa_block_order:
-// rows reading nearby sources run close in time), and runs heavy rows as pieces whose partial results are merged
-// in a fixed order (gsa_split_plan.h). The per-target cores are in gsa_cpu_simd.cpp.
+// rows reading nearby sources run close in time), and runs heavy rows, and rows whose neighbours share none of
+// their sources (gsa_column_split_plan: span nodes, as column tiles of pieces), as pieces whose partial results are
+// merged in a fixed order (gsa_split_plan.h). The per-target cores are in gsa_cpu_simd.cpp.
 // Every output element is produced by one fixed sequence of operations, so results are bitwise identical across
 // runs and thread counts (scheduling only decides which thread runs a work item).
 // Measured with `sparsebench bench kernels` (B=1, H=8, D=64, n=8192, 2 threads) on a 2-core AMD EPYC (AVX2+FMA):

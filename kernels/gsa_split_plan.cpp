@@ -43,8 +43,8 @@ void end_row(GsaSplitPlan& plan, int64_t u) {
 }
 
 // First edges of the full aligned blocks of `block` columns in row [e0, e1): col[f] = t * block and
-// col[f + block - 1] = col[f] + block - 1, so with ascending columns the block's every column. Rows whose columns do
-// not ascend strictly yield none.
+// col[f + block - 1] = col[f] + block - 1, which with strictly ascending columns means every column of the block.
+// Rows whose columns do not ascend strictly yield none.
 void full_blocks(const int32_t* col, int64_t e0, int64_t e1, int64_t block, std::vector<int64_t>& out) {
   out.clear();
   for (int64_t e = e0 + 1; e < e1; ++e) {
@@ -57,7 +57,7 @@ void full_blocks(const int32_t* col, int64_t e0, int64_t e1, int64_t block, std:
     const int64_t limit = std::min(e1, e + (t0 - col[e]) + 1);
     const int64_t f = std::lower_bound(col + e, col + limit, t0,
                                        [](int32_t c, int64_t v) { return int64_t{c} < v; }) - col;
-    if (f + block <= e1 && f < e1 && col[f] == t0 && col[f + block - 1] == t0 + block - 1) {
+    if (f + block <= e1 && col[f] == t0 && col[f + block - 1] == t0 + block - 1) {
       out.push_back(f);
       e = f + block;
     } else {

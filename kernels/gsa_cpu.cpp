@@ -126,7 +126,7 @@ void forward_impl(const GsaParams& p) {
     std::vector<T> scratch(static_cast<size_t>(gsa_cpu_scratch_elems(p)));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < work; ++w) {
-      const int64_t b = w % p.B, i = w / p.B;  // pieces first: they are the longest items
+      const int64_t b = w % p.B, i = w / p.B;  // tiles and pieces first: they include the longest items
       if (i < n_tiles) {
         int64_t u[kGsaCpuRowGroup], e0[kGsaCpuRowGroup], e1[kGsaCpuRowGroup], c[kGsaCpuRowGroup];
         void* st[kGsaCpuRowGroup];

@@ -1289,6 +1289,17 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
 #endif
 }
 
+// Unscaled dq of a group's rows (or pieces) into dq_acc [kGsaCpuRowGroup][H, D] (scratch beyond it): a tile where
+// one applies, else per row.
+template <bool REL, typename T>
+void dq_group(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc, T* rel_part, T* pds, T* scratch) {
+  std::fill(dq_acc, dq_acc + kGsaCpuRowGroup * p.H * p.D, T(0));  // all rows: the tile also runs missing ones
+  const int64_t unions = tile_union(hn::ScalableTag<T>(), p, grp, p.graph.col);
+  if (unions == 0 || !dq_tile<REL>(p, b, grp, unions, dq_acc, rel_part, pds, scratch)) {
+    dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, pds, scratch);
+  }
+}
+
 template <bool REL, typename T>
 void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, T* rel_part, T* pds, T* scratch) {
   const hn::ScalableTag<T> d;
@@ -1298,11 +1309,7 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
   T* dq = static_cast<T*>(p.dq);
   for (int64_t b = 0; b < p.B; ++b) {
     for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
-      std::fill(dq_acc, dq_acc + kGsaCpuRowGroup * H * D, T(0));  // all rows: the tile also runs missing ones
-      const int64_t unions = tile_union(d, p, grp, p.graph.col);
-      if (unions == 0 || !dq_tile<REL>(p, b, grp, unions, dq_acc, rel_part, pds, dq_scratch)) {
-        dq_accumulate<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
-      }
+      dq_group<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
       for (int i = 0; i < grp.n; ++i) {
         T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
         for (int64_t h = 0; h < H; ++h) {
@@ -1327,12 +1334,7 @@ void dq_tile_pieces_t(const GsaParams& p, int64_t b, const RowGroup& grp, void* 
                       T* scratch) {
   const int64_t HD = p.H * p.D;
   T* acc = scratch;
-  T* dq_scratch = acc + kGsaCpuRowGroup * HD;
-  std::fill(acc, acc + kGsaCpuRowGroup * HD, T(0));  // all rows: the tile also runs missing ones
-  const int64_t unions = tile_union(hn::ScalableTag<T>(), p, grp, p.graph.col);
-  if (unions == 0 || !dq_tile<REL>(p, b, grp, unions, acc, rel_part, pds, dq_scratch)) {
-    dq_accumulate<REL>(p, b, grp, acc, rel_part, pds, dq_scratch);
-  }
+  dq_group<REL>(p, b, grp, acc, rel_part, pds, acc + kGsaCpuRowGroup * HD);
   for (int i = 0; i < grp.n; ++i) std::copy(acc + i * HD, acc + (i + 1) * HD, static_cast<T*>(dq_acc[i]));
 }
 

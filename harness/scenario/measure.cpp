@@ -24,6 +24,7 @@
 #include "harness/measure/build_info.h"
 #include "harness/measure/device.h"
 #include "harness/measure/machine.h"
+#include "harness/measure/memory_tracker.h"
 #include "harness/measure/threads.h"
 #include "harness/measure/timing.h"
 #include "harness/scenario/run_config.h"
@@ -40,6 +41,7 @@ namespace {
 void time_work(const Scenario& s, const Point& p, torch::Device device, const std::function<void()>& work,
                json& record) {
   using clock = std::chrono::steady_clock;
+  MemoryTracker::release_cached();  // every point starts alike; its warm-up keeps the blocks its calls reuse
   for (int64_t i = 0; i < s.warmup; ++i) work();
   sync_device(device);
   PeakProbe probe(device);
@@ -65,6 +67,7 @@ void time_work(const Scenario& s, const Point& p, torch::Device device, const st
   record["tokens_per_s_min"] = hi > 0 ? tokens / hi : 0.0;
   record["tokens_per_s_max"] = lo > 0 ? tokens / lo : 0.0;
   record["peak_source"] = probe.source();
+  record["host_large_blocks"] = MemoryTracker::large_blocks();  // kept for reuse or mapped per call
   if (probe.available()) {
     record["peak_bytes"] = peak_extra;          // above what was live before the work (weights, inputs, graph)
     record["live_before_bytes"] = base;

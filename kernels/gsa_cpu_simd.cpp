@@ -591,19 +591,21 @@ class TileRelations {
   int count() const { return static_cast<int>(rels_.size()); }
 
   // Assigns the slots to every relation of the group; whether that table (one dot per relation and row) costs at
-  // most half the key dots. bpt's edges each have their own relation, so its table is as large as the rows.
-  bool pays(const GsaParams& p, const RowGroup& grp, int64_t unions) { return 2 * int64_t{assign(p, grp)} <= unions; }
+  // most half the key dots. bpt's edges each have their own relation, so its table is as large as the rows: the
+  // count stops (false, slots partly assigned) as soon as it is too large.
+  bool pays(const GsaParams& p, const RowGroup& grp, int64_t unions) {
+    grow(p);
+    const int64_t most = unions / 2;
+    for (int i = 0; i < grp.n; ++i) {
+      for (int64_t e = grp.e0[i]; e < grp.e1[i]; ++e) {
+        add(p.graph.rel[e]);
+        if (count() > most) return false;
+      }
+    }
+    return true;
+  }
   int32_t slot(int32_t r) const { return slot_of_[r]; }
   int32_t relation(int s) const { return rels_[s]; }
-
-  // Gives the relations of the group's edges their slots; returns how many there are.
-  int assign(const GsaParams& p, const RowGroup& grp) {
-    grow(p);
-    for (int i = 0; i < grp.n; ++i) {
-      for (int64_t e = grp.e0[i]; e < grp.e1[i]; ++e) add(p.graph.rel[e]);
-    }
-    return count();
-  }
 
   // Column relations instead: a column of the union whose rows all reach it under one relation adds that relation's
   // row to the key row, once for the whole group (tile_dots<true>); only the edges of columns whose rows disagree
@@ -639,7 +641,7 @@ class TileRelations {
   int slots() const { return count() + (by_column_ ? 1 : 0); }
   int32_t zero_slot() const { return count(); }
 
-  // tab [H][slot * kTileRows + i] = q_i,h . r_rel for the kTileRows rows q (after assign or pays_by_column).
+  // tab [H][slot * kTileRows + i] = q_i,h . r_rel for the kTileRows rows q (after a true pays or pays_by_column).
   template <class D, typename T = hn::TFromD<D>>
   void table(D d, const GsaParams& p, const T* const* q, T* tab) {
     constexpr int N = static_cast<int>(hn::MaxLanes(D()));

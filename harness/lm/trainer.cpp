@@ -28,6 +28,7 @@
 #include "harness/measure/build_info.h"
 #include "harness/measure/device.h"
 #include "harness/measure/machine.h"
+#include "harness/measure/memory_tracker.h"
 #include "harness/measure/op_profile.h"
 #include "harness/measure/threads.h"
 #include "harness/scenario/run_config.h"
@@ -304,6 +305,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     want_threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / layout.local_world_size);
   }
   const int threads = set_cpu_threads(static_cast<int>(want_threads));
+  MemoryTracker::install();  // large blocks kept for reuse, as in `run` and `bench` (host_large_blocks)
   const auto [dtype, compute] = precision_of(cfg.dtype);  // of the parameters, of the matmuls and attention
   const Enwik8 data(cfg.data, min_data_bytes(cfg.model.context));
   std::unique_ptr<ProcessGroup> pg;
@@ -598,6 +600,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                  {"distributed", distributed},
                  {"device", device_name(model->parameters().front().device())},
                  {"simd_target", gsa_cpu_target()},  // the CPU kernels' target (SB_CPU_TARGET pins it)
+                 {"host_large_blocks", MemoryTracker::large_blocks()},
                  {"cpu", cpu_summary()},
                  {"attention_backend", model->attention_backend()},
                  {"precision", {{"parameters", dtype_name(dtype)}, {"compute", dtype_name(compute)}}},

@@ -11,6 +11,7 @@
 
 #include "harness/lm/trainer.h"
 #include "harness/measure/device.h"
+#include "harness/measure/memory_tracker.h"
 #include "harness/measure/machine.h"
 #include "common/error.h"
 #include "kernels/gsa_cpu.h"
@@ -134,6 +135,8 @@ TEST(Train, ResumeReproducesUninterruptedRun) {
   EXPECT_EQ(full["cpu"], sb::cpu_summary());  // and the CPU, which a generic model name alone may not tell
   EXPECT_EQ(full["attention_backend"], sb::graph_attention_backend(torch::kCPU));
   EXPECT_EQ(full["world_size"], 1);
+  EXPECT_EQ(full["host_large_blocks"], sb::MemoryTracker::large_blocks());  // and how large blocks were served
+  EXPECT_NE(full["host_large_blocks"], "untracked");
 
   auto part = tiny(data, base + "/part");
   part.stop_after = 7;  // two steps past the checkpoint at 5, as if killed there

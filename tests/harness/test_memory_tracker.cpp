@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "harness/measure/memory_tracker.h"
 
@@ -70,6 +72,33 @@ TEST(MemoryTracker, KeepsLargeBlocksForReuse) {
   MemoryTracker::release_cached();
   EXPECT_EQ(MemoryTracker::cached_bytes(), 0);
   EXPECT_EQ(MemoryTracker::current_bytes(), base);
+}
+
+// Threads taking and returning large and small blocks at once: every block they get is theirs alone (their
+// values survive the others' traffic), and the counters come back to where they were.
+TEST(MemoryTracker, SharedAcrossThreads) {
+  MemoryTracker::install();
+  const int64_t base = MemoryTracker::current_bytes();
+  constexpr int kThreads = 4, kRounds = 40;
+  std::vector<int> bad(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([t, &bad] {
+      for (int r = 0; r < kRounds; ++r) {
+        const int64_t elems = ((r % 5) + 1) * (int64_t{1} << 19) + (r % 3) * 1000 + t;  // 2-10 MiB, some small
+        torch::Tensor a = torch::full({elems}, static_cast<float>(t * 1000 + r));
+        torch::Tensor small = torch::full({1000 + r}, static_cast<float>(t));
+        std::this_thread::yield();
+        if (a.min().item<float>() != a.max().item<float>() || a[0].item<float>() != t * 1000 + r) ++bad[t];
+        if (small.sum().item<float>() != static_cast<float>(t) * (1000 + r)) ++bad[t];
+      }
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
+  EXPECT_EQ(MemoryTracker::current_bytes(), base);
+  MemoryTracker::release_cached();
+  EXPECT_EQ(MemoryTracker::cached_bytes(), 0);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // CPU graph-attention cores written once over Google Highway and compiled for every SIMD target (SSE4, AVX2,
-// AVX-512 on x86-64; NEON/SVE on ARM; EMU128 everywhere); gsa_cpu.cpp picks one at run time. fp32 and fp64 share
+// AVX-512 on x86-64; NEON on ARM; EMU128 everywhere); gsa_cpu.cpp picks one at run time. fp32 and fp64 share
 // the code. Rows (destination rows, or sources in the backward by source) go in groups of kGsaCpuRowGroup and
 // their edges in segments of a few chunks of N edges (N = lanes of the target). Per (segment, head, row): the
 // chunks' N scores are N dot products over D reduced together by a fixed transpose-add tree (no per-edge
@@ -14,6 +14,11 @@
 // Every output element is produced by one fixed sequence of operations that depends only on the graph (row groups,
 // and whether a group runs as a tile, are fixed by it), so results are bitwise identical across runs and thread
 // counts (they differ between targets, whose lane counts differ).
+// Left out: SSSE3 (SSE4 covers the same machines) and SVE, whose sizeless vectors cannot be array elements, which
+// the cores' register blocks are (ARM builds run NEON; tests/kernels/cross_compile_aarch64.py checks they compile).
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gsa_cpu_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -860,7 +865,7 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
       HWY_ALIGN T msub[N];
       T alpha[kTileRows];
       for (int i = 0; i < kTileRows; ++i) {
-        T segmax = mxl[i];
+        T segmax = i < N ? mxl[i] : gsa_neg_inf<T>();  // N >= kTileRows wherever a tile runs (tile_union)
         for (int t = i + kTileRows; t < N; t += kTileRows) segmax = std::max(segmax, mxl[t]);
         T& mh = m[i * H + h];
         const T m_new = std::max(mh, segmax);

@@ -8,6 +8,7 @@
 // graph_attention_forward + graph_attention_backward (what the autograd op runs); the dense op's backward goes
 // through LibTorch autograd. The CPU kernels' SIMD target (SB_CPU_TARGET pins it) is in the context block
 // (simd_target) and each graph point's label; a dense point's label names its kernel (backend=sdpa:..., materialised).
+// The context also says how large CPU blocks were served (host_large_blocks: kept for reuse, or plain).
 // e.g. sparsebench bench kernels --benchmark_filter='fwd/bpt' --benchmark_format=json
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>

@@ -370,9 +370,11 @@ GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p) {
   const GsaCpuCores& k = p.dtype == GsaDtype::f32 ? cores<float>() : cores<double>();
   const GsaSplitPlan plan = forward_plan(p);
   const uint8_t* skip = plan.empty() ? nullptr : plan.row_split.data();
-  int64_t counts[3] = {0, 0, 0};
+  int64_t counts[5] = {0, 0, 0, 0, 0};
   for (int64_t u0 = 0; u0 < p.N; u0 += kRowBlock) k.forward_groups(p, u0, std::min(p.N, u0 + kRowBlock), skip, counts);
   GsaCpuForwardGroups out{counts[0], counts[1], counts[2]};
+  out.wide_tiles = counts[3];
+  out.wide_rows = counts[4];
   for (int64_t t = 0; t < plan.n_tiles(); ++t) {
     int64_t u[kGsaCpuRowGroup], e0[kGsaCpuRowGroup], e1[kGsaCpuRowGroup], c[kGsaCpuRowGroup];
     const int n = tile_members(plan, t, u, e0, e1, c);

@@ -30,16 +30,19 @@ void gsa_cpu_pin_target(const std::string& name);
 void gsa_cpu_exp(float* x, int64_t n);
 void gsa_cpu_exp(double* x, int64_t n);
 
-// How the forward runs one batch's destination rows on the active target, in groups of up to 4 rows (rows run as
-// pieces are not counted there): as register tiles over the union of their sources with one relation table (or
-// without relations), as tiles whose relation terms come by column, or row by row; and the column tiles of pieces
-// (gsa_column_split_plan) that run as tiles or piece by piece. Depends on the graph, H, D and dtype.
+// How the forward runs one batch's destination rows on the active target (rows run as pieces are not counted there):
+// groups of as many rows as the target's lanes as wide tiles (a row per lane), and the others in groups of up to 4
+// rows, as register tiles over the union of their sources with one relation table (or without relations), as tiles
+// whose relation terms come by column, or row by row; and the column tiles of pieces (gsa_column_split_plan) that
+// run as tiles or piece by piece. Depends on the graph, H, D and dtype.
 struct GsaCpuForwardGroups {
   int64_t tiles = 0;
   int64_t tiles_by_column = 0;
   int64_t rows = 0;
   int64_t column_tiles = 0;
   int64_t column_tiles_per_row = 0;
+  int64_t wide_tiles = 0;
+  int64_t wide_rows = 0;  // rows in wide tiles
 };
 GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p);
 

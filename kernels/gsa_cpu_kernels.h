@@ -61,9 +61,16 @@ struct GsaCpuTargetCores {
 // Destination rows (or sources) the cores process together.
 constexpr int kGsaCpuRowGroup = 4;
 
+// Rows of the forward's wide tiles at most (a row per lane: 16 fp32 lanes of AVX-512) and their columns per segment.
+constexpr int kGsaCpuWideRows = 16;
+constexpr int kGsaCpuWideSeg = 48;
+
 // Per-thread scratch size in elements, for any target (covers the widest vectors Highway has).
 inline int64_t gsa_cpu_scratch_elems(const GsaParams& p) {
-  return kGsaCpuRowGroup * (2 * p.H * p.D + 256 * p.H + 3 * p.H * p.R) + 8 * 256;
+  const int64_t groups = kGsaCpuRowGroup * (2 * p.H * p.D + 256 * p.H + 3 * p.H * p.R) + 8 * 256;
+  // A wide tile's transposed queries and output, m, l, relation table, key-plus-relation rows, 64-byte alignment.
+  const int64_t wide = kGsaCpuWideRows * (2 * p.H * p.D + 2 * p.H + p.H * p.R) + kGsaCpuWideSeg * p.D + 16;
+  return groups > wide ? groups : wide;
 }
 
 // Every target compiled into this binary that this CPU can run, best first; and one target's cores by name

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -332,11 +333,13 @@ HWY_INLINE hn::Vec<D> chunk_scores(D d, const GsaParams& p, const T* const* q_u,
   return hn::IfThenElse(valid, hn::Mul(dots, hn::Set(d, static_cast<T>(p.scale))), hn::Set(d, gsa_neg_inf<T>()));
 }
 
-// Rows of one work group: destination row (or source) ids and edge ranges.
-struct RowGroup {
-  int64_t u[kGsaCpuRowGroup];
-  int64_t e0[kGsaCpuRowGroup];
-  int64_t e1[kGsaCpuRowGroup];
+// Rows of one work group (up to R): destination row (or source) ids and edge ranges.
+template <int R>
+struct RowGroupT {
+  static constexpr int kCap = R;
+  int64_t u[R];
+  int64_t e0[R];
+  int64_t e1[R];
   int n = 0;
   int64_t longest() const {
     int64_t len = 0;
@@ -344,6 +347,15 @@ struct RowGroup {
     return len;
   }
 };
+using RowGroup = RowGroupT<kGsaCpuRowGroup>;
+
+// The pieces [e0[i], e1[i]) of rows u[i] as one group.
+inline RowGroup piece_group(int n, const int64_t* u, const int64_t* e0, const int64_t* e1) {
+  RowGroup grp;
+  grp.n = std::min(n, kGsaCpuRowGroup);
+  for (int i = 0; i < grp.n; ++i) grp.u[i] = u[i], grp.e0[i] = e0[i], grp.e1[i] = e1[i];
+  return grp;
+}
 
 // One row (or source) with edges [e0, e1) as a group.
 inline RowGroup single_row(int64_t u, int64_t e0, int64_t e1) {
@@ -501,16 +513,16 @@ constexpr double kTileWaste = kGsaTileWaste;
 constexpr int64_t kTileMinRow = 32;
 
 // Walks the sorted union of a row group's columns (sources, or destinations in the backward by source) segment by
-// segment: node[j] is the segment's j-th column, at[j*kTileRows + i] the position in col of row i's entry for it
+// segment: node[j] is the segment's j-th column, at[j*R + i] the position in col of row i's entry for it
 // (-1: none). Columns from `padded` up to a multiple of `pad` repeat the first, with no entries.
-template <int S>
+template <int S, int R = kTileRows>
 struct TileUnion {
   int64_t node[S];
-  int64_t at[S * kTileRows];
+  int64_t at[S * R];
   int n = 0;       // columns in the segment
   int padded = 0;  // n rounded up to the multiple
-  TileUnion(const RowGroup& grp, const int32_t* col) : grp_(grp), col_(col) {
-    for (int i = 0; i < kTileRows; ++i) c_[i] = i < grp.n ? grp.e0[i] : 0;
+  TileUnion(const RowGroupT<R>& grp, const int32_t* col) : grp_(grp), col_(col) {
+    for (int i = 0; i < R; ++i) c_[i] = i < grp.n ? grp.e0[i] : 0;
   }
   // The next segment of at most S columns; false at the end.
   bool next(int pad) {
@@ -518,30 +530,30 @@ struct TileUnion {
       int64_t lo = INT64_MAX;
       for (int i = 0; i < grp_.n; ++i) if (c_[i] < grp_.e1[i]) lo = std::min<int64_t>(lo, col_[c_[i]]);
       if (lo == INT64_MAX) break;
-      for (int i = 0; i < kTileRows; ++i) {
+      for (int i = 0; i < R; ++i) {
         const bool has = i < grp_.n && c_[i] < grp_.e1[i] && col_[c_[i]] == lo;
-        at[n * kTileRows + i] = has ? c_[i]++ : -1;
+        at[n * R + i] = has ? c_[i]++ : -1;
       }
       node[n] = lo;
     }
     padded = (n + pad - 1) / pad * pad;
     for (int j = n; j < padded; ++j) {
       node[j] = node[0];
-      for (int i = 0; i < kTileRows; ++i) at[j * kTileRows + i] = -1;
+      for (int i = 0; i < R; ++i) at[j * R + i] = -1;
     }
     return n > 0;
   }
 
  private:
-  const RowGroup& grp_;
+  const RowGroupT<R>& grp_;
   const int32_t* col_;
-  int64_t c_[kTileRows];
+  int64_t c_[R];
 };
 
 // Returns the size of the union when the tile applies, else 0 (col: the sources of the rows, or the destinations of
 // sources in the backward by source).
-template <class D>
-int64_t tile_union(D d, const GsaParams& p, const RowGroup& grp, const int32_t* col) {
+template <class D, int R>
+int64_t tile_union(D d, const GsaParams& p, const RowGroupT<R>& grp, const int32_t* col) {
 #if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
   (void)d, (void)p, (void)grp, (void)col;
   return 0;
@@ -556,7 +568,7 @@ int64_t tile_union(D d, const GsaParams& p, const RowGroup& grp, const int32_t* 
     for (int64_t e = grp.e0[i] + 1; e < grp.e1[i]; ++e) if (col[e] <= col[e - 1]) return 0;  // merge needs order
   }
   int64_t unions = 0;
-  TileUnion<64> un(grp, col);
+  TileUnion<64, R> un(grp, col);
   while (un.next(1)) unions += un.n;
   return static_cast<double>(unions) * grp.n <= kTileWaste * static_cast<double>(total) ? unions : 0;
 #endif
@@ -598,7 +610,8 @@ class TileRelations {
   // Assigns the slots to every relation of the group; whether that table (one dot per relation and row) costs at
   // most half the key dots. bpt's edges each have their own relation, so its table is as large as the rows: the
   // count stops (false, slots partly assigned) as soon as it is too large.
-  bool pays(const GsaParams& p, const RowGroup& grp, int64_t unions) {
+  template <class G>
+  bool pays(const GsaParams& p, const G& grp, int64_t unions) {
     grow(p);
     const int64_t most = unions / 2;
     for (int i = 0; i < grp.n; ++i) {
@@ -616,24 +629,26 @@ class TileRelations {
   // row to the key row, once for the whole group (tile_dots<true>); only the edges of columns whose rows disagree
   // take q . r from the table. Within bpt's upper levels, and window's clipped distances, the rows of a group agree,
   // so the table covers few relations where `pays` would count all of them.
-  bool pays_by_column(const GsaParams& p, const RowGroup& grp, int64_t unions) {
+  template <int R>
+  bool pays_by_column(const GsaParams& p, const RowGroupT<R>& grp, int64_t unions) {
     clear();
     grow(p);
     by_column_ = true;
-    TileUnion<64> un(grp, p.graph.col);
+    TileUnion<64, R> un(grp, p.graph.col);
     while (un.next(1)) {
       for (int j = 0; j < un.n; ++j) {
-        const int64_t* a = un.at + j * kTileRows;
-        if (column_relation(p, a) >= 0) continue;
-        for (int i = 0; i < kTileRows; ++i) if (a[i] >= 0) add(p.graph.rel[a[i]]);
+        const int64_t* a = un.at + j * R;
+        if (column_relation<R>(p, a) >= 0) continue;
+        for (int i = 0; i < R; ++i) if (a[i] >= 0) add(p.graph.rel[a[i]]);
       }
     }
     return count() <= unions;
   }
-  // The relation every row of a column (entries a[kTileRows], -1: none) reaches it under, -1 if they differ.
+  // The relation every row of a column (entries a[R], -1: none) reaches it under, -1 if they differ (or none).
+  template <int R = kTileRows>
   static int32_t column_relation(const GsaParams& p, const int64_t* a) {
     int32_t c = -1;
-    for (int i = 0; i < kTileRows; ++i) {
+    for (int i = 0; i < R; ++i) {
       if (a[i] < 0) continue;
       if (c < 0) c = p.graph.rel[a[i]];
       else if (p.graph.rel[a[i]] != c) return -1;
@@ -809,7 +824,8 @@ HWY_INLINE hn::Vec<D> tile_scores(D d, const GsaParams& p, const TileRelations& 
 // Whether a group of `unions` union columns runs as a tile by destination, and how its relation terms come: one
 // table of every relation where that costs little (window 256's clipped distances), else by column (bpt), else
 // the group runs per row. rels holds the slots after a true.
-inline bool tile_relations(const GsaParams& p, const RowGroup& grp, int64_t unions, TileRelations& rels) {
+template <int R>
+bool tile_relations(const GsaParams& p, const RowGroupT<R>& grp, int64_t unions, TileRelations& rels) {
   return p.rel_emb == nullptr || rels.pays(p, grp, unions) || rels.pays_by_column(p, grp, unions);
 }
 #endif
@@ -899,6 +915,281 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
 #endif
 }
 
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+// Wide tiles: the forward of a group of up to R = V*N rows (V vectors of N lanes) that share most of their sources,
+// row i in lane i, as flash attention lays out a block. A union column's scores are V vectors over the rows: its
+// key row's elements, broadcast, times the rows' queries held transposed (qt [D][R]). Like a GEMM micro-kernel, a
+// register block of C columns x V row vectors takes C*V FMAs per C broadcasts and V loads (AVX2: 6 x 2, the 4-row
+// tile takes 4*J FMAs per 4 + J loads plus a reduce_parts per J columns). Max, rescale, exp and the row sums are
+// lane-wise, with no horizontal step; the output accumulates transposed (ot [D][R]), a block of C elements of D by
+// V row vectors in registers while the segment's weight vectors stream through against broadcast value elements.
+// Relation terms: one table of every relation of the group where that costs little (window's clipped distances):
+// columns read their slot's vectors (gathered per lane where the rows of a column disagree); else by column (bpt):
+// a column whose rows agree adds its relation row to the key row once per head (into kr) and only the disagreeing
+// columns read the table.
+constexpr int kWideAcc = 12;   // accumulators per register block: C*V (12 FMA chains keep two pipes of latency 4 busy)
+constexpr int kWideTail = 2;   // the smaller blocks after the full ones (segments are padded to a multiple of it)
+constexpr int kWideSeg = kGsaCpuWideSeg;
+static_assert(kWideSeg % kWideAcc == 0 && kWideSeg % kWideTail == 0, "segments hold whole blocks");
+
+// Row vectors of a wide tile of T on this target (two where their rows still fit a row block), and its rows.
+template <typename T>
+constexpr int wide_vecs() {
+  return 2 * static_cast<int>(hn::MaxLanes(hn::ScalableTag<T>())) <= kGsaCpuRowBlock ? 2 : 1;
+}
+template <typename T>
+constexpr int wide_rows() {
+  return wide_vecs<T>() * static_cast<int>(hn::MaxLanes(hn::ScalableTag<T>()));
+}
+template <typename T>
+using WideGroup = RowGroupT<wide_rows<T>()>;
+
+// Calls f(j0, std::integral_constant<int, C>) over [0, n) in blocks of C = kWideAcc / V, then kWideTail (n: a
+// multiple of kWideTail).
+template <int V, typename F>
+HWY_INLINE void wide_blocks(int n, F&& f) {
+  constexpr int C = kWideAcc / V;
+  int j0 = 0;
+  for (; j0 + C <= n; j0 += C) f(j0, std::integral_constant<int, C>());
+  for (; j0 < n; j0 += kWideTail) f(j0, std::integral_constant<int, kWideTail>());
+}
+
+// s[c*V + v] = sum_e qt[e*R + v*N ..] * x[c][e], e < len, for C columns: lane i of vector v holds row v*N + i's dot
+// with column c.
+template <int C, int V, class D, typename T = hn::TFromD<D>>
+HWY_INLINE void wide_dots(D d, const T* HWY_RESTRICT qt, const T* const* x, int64_t len, hn::Vec<D>* s) {
+  using Vec = hn::Vec<D>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  Vec a[C * V];
+  for (int t = 0; t < C * V; ++t) a[t] = hn::Zero(d);
+  for (int64_t e = 0; e < len; ++e) {
+    Vec qv[V];
+    for (int v = 0; v < V; ++v) qv[v] = hn::Load(d, qt + (e * V + v) * N);
+    for (int c = 0; c < C; ++c) {
+      const Vec xb = hn::Set(d, x[c][e]);
+      for (int v = 0; v < V; ++v) a[c * V + v] = hn::MulAdd(xb, qv[v], a[c * V + v]);
+    }
+  }
+  for (int t = 0; t < C * V; ++t) s[t] = a[t];
+}
+
+// ot[e*R ..] = alpha * ot + sum_{j < ns} w[j*R ..] * x_j[e] for K elements e from e0 (x_j = x[j] + x_off), the K*V
+// accumulators in registers while the columns stream through.
+template <int K, int V, class D, typename T = hn::TFromD<D>>
+HWY_INLINE void wide_axpy(D d, T* HWY_RESTRICT ot, const hn::Vec<D>* alpha, const T* HWY_RESTRICT w, int ns,
+                          const T* const* x, int64_t x_off, int64_t e0) {
+  using Vec = hn::Vec<D>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  Vec a[K * V];
+  for (int k = 0; k < K; ++k) {
+    for (int v = 0; v < V; ++v) a[k * V + v] = hn::Mul(hn::Load(d, ot + ((e0 + k) * V + v) * N), alpha[v]);
+  }
+  for (int j = 0; j < ns; ++j) {
+    Vec wv[V];
+    for (int v = 0; v < V; ++v) wv[v] = hn::Load(d, w + (j * V + v) * N);
+    const T* xj = x[j] + x_off + e0;
+    for (int k = 0; k < K; ++k) {
+      const Vec xb = hn::Set(d, xj[k]);
+      for (int v = 0; v < V; ++v) a[k * V + v] = hn::MulAdd(xb, wv[v], a[k * V + v]);
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    for (int v = 0; v < V; ++v) hn::Store(a[k * V + v], d, ot + ((e0 + k) * V + v) * N);
+  }
+}
+
+// Scratch of a wide tile from `scratch`, aligned for vector loads.
+template <typename T>
+T* wide_scratch(T* scratch) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(scratch), align = 64;
+  return reinterpret_cast<T*>((a + align - 1) / align * align);
+}
+
+// Runs the group as a wide tile when its relation terms allow (false: nothing done), writing o and lse of its rows.
+// Scratch: gsa_cpu_scratch_elems covers qt, ot [H][D][R], m, l [H][R], kr [kWideSeg][D] and the table [H][slot][R].
+template <bool REL, typename T>
+bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t unions, T* scratch) {
+  const hn::ScalableTag<T> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  using Vec = hn::Vec<decltype(d)>;
+  using TI = hn::TFromD<decltype(di)>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
+  constexpr int V = wide_vecs<T>();
+  constexpr int R = V * N;
+  static_assert(R <= kGsaCpuWideRows, "scratch covers the rows");
+  TileRelations rels;
+  if (!tile_relations(p, grp, unions, rels)) return false;
+  const bool by_column = rels.by_column();
+  const In<T> in(p);
+  const int64_t H = p.H, Dm = p.D, HDR = H * Dm * R;
+  T* qt = wide_scratch(scratch);  // [H][D][R]
+  T* ot = qt + HDR;               // [H][D][R]
+  T* m = ot + HDR;                // [H][R]
+  T* l = m + H * R;               // [H][R]
+  T* kr = l + H * R;              // [kWideSeg][D]: key rows plus their column's relation row (by column)
+  T* tab = kr + kWideSeg * Dm;    // [H][slot][R] = q_i,h . r of the slot's relation
+  const int nslot = rels.count();
+  for (int i = 0; i < R; ++i) {
+    const T* q_i = i < grp.n ? in.q + at(p.q_strides, b, grp.u[i]) : nullptr;
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t e = 0; e < Dm; ++e) qt[(h * Dm + e) * R + i] = q_i != nullptr ? q_i[h * p.q_strides.head + e] : T(0);
+    }
+  }
+  std::fill(ot, ot + HDR, T(0));
+  std::fill(m, m + H * R, gsa_neg_inf<T>());
+  std::fill(l, l + H * R, T(0));
+  Vec s[kWideAcc];
+  if constexpr (REL) {
+    const T* rp[kWideAcc];
+    for (int64_t h = 0; h < H; ++h) {
+      wide_blocks<V>((nslot + kWideTail - 1) / kWideTail * kWideTail, [&](int s0, auto cols) {
+        constexpr int C = decltype(cols)::value;
+        for (int c = 0; c < C; ++c) rp[c] = in.rel + rels.relation(std::min(s0 + c, nslot - 1)) * p.rel_stride;
+        wide_dots<C, V>(d, qt + h * Dm * R, rp, Dm, s);
+        for (int c = 0; c < C && s0 + c < nslot; ++c) {
+          for (int v = 0; v < V; ++v) hn::Store(s[c * V + v], d, tab + (h * nslot + s0 + c) * R + v * N);
+        }
+      });
+    }
+  }
+  // Per column of a segment: key and value rows, the mask, and how its relation term comes: none, a slot's vectors
+  // (kSlot), gathered per lane (kGather, lane indices in tix), or added to the key row (kKeyRel, relation row rrow).
+  enum : uint8_t { kNone, kSlot, kGather, kKeyRel };
+  TileUnion<kWideSeg, R> un(grp, p.graph.col);
+  const T* kp[kWideSeg];
+  const T* vp[kWideSeg];
+  const T* rrow[kWideSeg];
+  const T* xp[kWideSeg];
+  uint8_t kind[kWideSeg];
+  int32_t slot[kWideSeg];
+  HWY_ALIGN T ok[kWideSeg * R];
+  HWY_ALIGN TI tix[kWideSeg * R];
+  HWY_ALIGN T sc[kWideSeg * R];  // scores, then weights, at j*R + i
+  const Vec scale = hn::Set(d, static_cast<T>(p.scale));
+  const Vec neg_inf = hn::Set(d, gsa_neg_inf<T>());
+  while (un.next(kWideTail)) {
+    const int ns = un.n, padded = un.padded;
+    for (int j = 0; j < padded; ++j) {
+      const int64_t* a = un.at + j * R;
+      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
+      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
+      for (int i = 0; i < R; ++i) ok[j * R + i] = a[i] >= 0 ? T(1) : T(0);
+      kind[j] = kNone;
+      if constexpr (REL) {
+        if (j >= ns) continue;
+        const int32_t c = TileRelations::column_relation<R>(p, a);
+        if (c >= 0 && by_column) {
+          kind[j] = kKeyRel;
+          rrow[j] = in.rel + c * p.rel_stride;
+        } else if (c >= 0) {
+          kind[j] = kSlot;
+          slot[j] = rels.slot(c);
+        } else {
+          kind[j] = kGather;
+          for (int i = 0; i < R; ++i) {
+            tix[j * R + i] = static_cast<TI>((a[i] >= 0 ? rels.slot(p.graph.rel[a[i]]) : 0) * R + i);
+          }
+        }
+      }
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t k_off = h * p.k_strides.head;
+      const T* qt_h = qt + h * Dm * R;
+      const T* tab_h = tab + h * nslot * R;
+      for (int j = 0; j < padded; ++j) {
+        if (kind[j] != kKeyRel) {
+          xp[j] = kp[j] + k_off;
+          continue;
+        }
+        T* krj = kr + j * Dm;
+        for (int64_t e = 0; e < Dm; ++e) krj[e] = kp[j][k_off + e] + rrow[j][e];
+        xp[j] = krj;
+      }
+      Vec mx[V];
+      for (int v = 0; v < V; ++v) mx[v] = neg_inf;
+      wide_blocks<V>(padded, [&](int j0, auto cols) {
+        constexpr int C = decltype(cols)::value;
+        wide_dots<C, V>(d, qt_h, xp + j0, Dm, s);
+        for (int c = 0; c < C; ++c) {
+          const int j = j0 + c;
+          for (int v = 0; v < V; ++v) {
+            Vec x = s[c * V + v];
+            const int t = j * R + v * N;
+            if (REL && kind[j] == kSlot) x = hn::Add(x, hn::Load(d, tab_h + slot[j] * R + v * N));
+            if (REL && kind[j] == kGather) x = hn::Add(x, hn::GatherIndex(d, tab_h, hn::Load(di, tix + t)));
+            x = hn::IfThenElse(hn::Gt(hn::Load(d, ok + t), hn::Zero(d)), hn::Mul(x, scale), neg_inf);
+            hn::Store(x, d, sc + t);
+            mx[v] = hn::Max(mx[v], x);
+          }
+        }
+      });
+      // Lane-wise: the new max, the rescale of the state (0 where nothing was seen yet), exp over the segment.
+      Vec alpha[V], m_use[V], sum[V];
+      for (int v = 0; v < V; ++v) {
+        T* m_hv = m + h * R + v * N;
+        const Vec m_old = hn::Load(d, m_hv);
+        const Vec m_new = hn::Max(m_old, mx[v]);
+        m_use[v] = hn::IfThenElse(hn::Eq(m_new, neg_inf), hn::Zero(d), m_new);
+        alpha[v] = hn::IfThenElse(hn::Eq(m_old, neg_inf), hn::Zero(d), vexp(d, hn::Sub(m_old, m_use[v])));
+        hn::Store(m_new, d, m_hv);
+        sum[v] = hn::Zero(d);
+      }
+      for (int j = 0; j < padded; ++j) {
+        for (int v = 0; v < V; ++v) {
+          const int t = j * R + v * N;
+          const Vec pr = vexp(d, hn::Sub(hn::Load(d, sc + t), m_use[v]));
+          hn::Store(pr, d, sc + t);
+          sum[v] = hn::Add(sum[v], pr);
+        }
+      }
+      for (int v = 0; v < V; ++v) {
+        T* l_hv = l + h * R + v * N;
+        hn::Store(hn::MulAdd(hn::Load(d, l_hv), alpha[v], sum[v]), d, l_hv);
+      }
+      T* ot_h = ot + h * Dm * R;
+      const int64_t v_off = h * p.v_strides.head;
+      constexpr int K = kWideAcc / V;
+      int64_t e = 0;
+      for (; e + K <= Dm; e += K) wide_axpy<K, V>(d, ot_h, alpha, sc, ns, vp, v_off, e);
+      for (; e + kWideTail <= Dm; e += kWideTail) wide_axpy<kWideTail, V>(d, ot_h, alpha, sc, ns, vp, v_off, e);
+      for (; e < Dm; ++e) wide_axpy<1, V>(d, ot_h, alpha, sc, ns, vp, v_off, e);
+    }
+  }
+  T* o = static_cast<T*>(p.o);
+  T* lse = static_cast<T*>(p.lse);
+  for (int i = 0; i < grp.n; ++i) {
+    const int64_t u = grp.u[i];
+    T* o_u = o + at(p.o_strides, b, u);
+    T* lse_u = lse + (b * p.N + u) * H;
+    for (int64_t h = 0; h < H; ++h) {
+      const GsaSoftmaxState<T> st{m[h * R + i], l[h * R + i]};
+      const T inv = gsa_inv_norm(st);
+      T* out = o_u + h * p.o_strides.head;
+      const T* ot_h = ot + h * Dm * R;
+      for (int64_t e = 0; e < Dm; ++e) out[e] = ot_h[e * R + i] * inv;
+      lse_u[h] = gsa_lse(st);
+    }
+  }
+  return true;
+}
+
+// Whether forward_wide runs a group whose sources tile.
+template <class G>
+bool wide_applies(const GsaParams& p, const G& grp, int64_t unions) {
+  TileRelations rels;
+  return tile_relations(p, grp, unions, rels);
+}
+#else
+template <bool REL, typename T, class G>
+bool forward_wide(const GsaParams&, int64_t, const G&, int64_t, T*) {
+  return false;
+}
+template <class G>
+bool wide_applies(const GsaParams&, const G&, int64_t) {
+  return false;
+}
+#endif
+
 template <typename T>
 void init_state(const GsaParams& p, int n, T* m, T* l, T* acc) {
   for (int64_t h = 0; h < n * p.H; ++h) {
@@ -909,22 +1200,44 @@ void init_state(const GsaParams& p, int n, T* m, T* l, T* acc) {
   std::fill(acc, acc + n * p.H * p.D, T(0));
 }
 
-// Calls f(group) for consecutive groups of up to kGsaCpuRowGroup rows of [u0, u1) not marked in skip, with their
-// CSR edge ranges.
-template <typename F>
-void for_row_groups(const int64_t* row_ptr, int64_t u0, int64_t u1, const uint8_t* skip, F&& f) {
-  RowGroup grp;
+// Calls f(group) for consecutive groups of up to `size` (<= R) rows of [u0, u1) not marked in skip, with their CSR
+// edge ranges.
+template <int R = kGsaCpuRowGroup, typename F>
+void for_row_groups(const int64_t* row_ptr, int64_t u0, int64_t u1, const uint8_t* skip, F&& f, int size = R) {
+  RowGroupT<R> grp;
   for (int64_t u = u0; u < u1; ++u) {
     if (skip != nullptr && skip[u]) continue;
     grp.u[grp.n] = u;
     grp.e0[grp.n] = row_ptr[u];
     grp.e1[grp.n] = row_ptr[u + 1];
-    if (++grp.n == kGsaCpuRowGroup) {
+    if (++grp.n == size) {
       f(grp);
       grp.n = 0;
     }
   }
   if (grp.n > 0) f(grp);
+}
+
+// The forward's groups of rows [u0, u1) not marked in skip: wide(group, unions) for each group of lanes rows whose
+// sources tile (it returns whether it ran the group as a wide tile), four(group) for the groups of kGsaCpuRowGroup
+// rows of the others. Lanes are a multiple of kGsaCpuRowGroup and divide the row blocks, so these are the groups the
+// forward forms without wide tiles.
+template <typename T, typename W, typename F>
+void for_forward_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, W&& wide, F&& four) {
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+  constexpr int NW = wide_rows<T>();
+  if constexpr (NW >= kGsaCpuRowGroup) {
+    static_assert(NW % kGsaCpuRowGroup == 0 && kGsaCpuRowBlock % NW == 0, "wide tiles regroup whole row groups");
+    for_row_groups<NW>(p.graph.row_ptr, u0, u1, skip, [&](const WideGroup<T>& wg) {
+      const int64_t unions = tile_union(hn::ScalableTag<T>(), p, wg, p.graph.col);
+      if (unions > 0 && wide(wg, unions)) return;
+      for (int s = 0; s < wg.n; s += kGsaCpuRowGroup) four(piece_group(wg.n - s, wg.u + s, wg.e0 + s, wg.e1 + s));
+    }, NW);
+    return;
+  }
+#endif
+  (void)wide;
+  for_row_groups(p.graph.row_ptr, u0, u1, skip, four);
 }
 
 // The forward of a group's rows (or pieces) into the state m, l, acc (scratch beyond them: the relation tables):
@@ -948,7 +1261,7 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
   T* tab = l + kGsaCpuRowGroup * H;
   T* o = static_cast<T*>(p.o);
   T* lse = static_cast<T*>(p.lse);
-  for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
+  const auto run = [&](const RowGroup& grp) {
     forward_group<REL>(p, b, grp, m, l, acc, tab);
     for (int i = 0; i < grp.n; ++i) {
       const int64_t u = grp.u[i];
@@ -960,7 +1273,10 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
         lse_u[h] = gsa_lse(st);
       }
     }
-  });
+  };
+  for_forward_groups<T>(
+      p, u0, u1, skip,
+      [&](const auto& wg, int64_t unions) { return forward_wide<REL>(p, b, wg, unions, scratch); }, run);
 }
 
 template <typename T>
@@ -985,15 +1301,14 @@ int group_kind_t(const GsaParams& p, const RowGroup& grp) {
 
 template <typename T>
 void forward_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, int64_t* counts) {
-  for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) { ++counts[group_kind_t<T>(p, grp)]; });
-}
-
-// The pieces [e0[i], e1[i]) of rows u[i] as one group.
-inline RowGroup piece_group(int n, const int64_t* u, const int64_t* e0, const int64_t* e1) {
-  RowGroup grp;
-  grp.n = std::min(n, kGsaCpuRowGroup);
-  for (int i = 0; i < grp.n; ++i) grp.u[i] = u[i], grp.e0[i] = e0[i], grp.e1[i] = e1[i];
-  return grp;
+  for_forward_groups<T>(
+      p, u0, u1, skip,
+      [&](const auto& wg, int64_t unions) {
+        if (!wide_applies(p, wg, unions)) return false;
+        counts[3] += 1, counts[4] += wg.n;
+        return true;
+      },
+      [&](const RowGroup& grp) { ++counts[group_kind_t<T>(p, grp)]; });
 }
 
 template <typename T>

@@ -325,24 +325,28 @@ TEST_P(GsaCpuTarget, LongRowsOverFewRelationsMatchReference) {
   }
 }
 
-// Rows that share most of their sources run as 4-row register tiles: window and bigbird with one table of every
-// relation (or none), bpt with relation terms by column (each union column adds its rows' common relation to the
-// key row; only columns whose rows disagree read the table); bpt's span nodes as column tiles (pieces of 4 span
-// rows over one block of 32 tokens, merged per row afterwards). Each graph must actually take its tile path on every
-// target with vectors of 4+ floats, and match the reference in fp32 and fp64 (gradients included) with bits
-// independent of the thread count.
+// Rows that share most of their sources run as register tiles: window and bigbird as wide tiles (a row per lane,
+// groups of 8 or 16 rows) with one table of every relation (or none), bpt k=8 as 4-row tiles with relation terms by
+// column (each union column adds its rows' common relation to the key row; only columns whose rows disagree read
+// the table), bpt k=64 as wide tiles by column; bpt's span nodes as column tiles (pieces of 4 span rows over one
+// block of 32 tokens, merged per row afterwards). Each graph must actually take its tile path on every target with
+// vectors of 4+ floats, and match the reference in fp32 and fp64 (gradients included) with bits independent of the
+// thread count.
 TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
   const GsaBackendScope scope(backend());
   struct TileCase {
     GsaCase c;
-    bool by_column;  // the groups expected to tile take relation terms by column
+    bool by_column;  // the 4-row tiles expected take relation terms by column
+    bool wide;       // most rows run as wide tiles
   };
   const std::vector<TileCase> cases = {
-      {{"bpt", {{"k", 8}}, 600, false, 32, 2, 2, true}, true},
-      {{"bpt", {{"k", 8}}, 600, true, 32, 2, 1, true}, true},
-      {{"bpt", {{"k", 8}}, 600, false, 32, 2, 1, false}, false},
-      {{"window", {{"w", 128}}, 400, false, 32, 2, 1, false}, false},
-      {{"bigbird", {{"b", 16}, {"r", 2}}, 512, false, 32, 2, 1, true}, false},
+      {{"bpt", {{"k", 8}}, 600, false, 32, 2, 2, true}, true, false},
+      {{"bpt", {{"k", 8}}, 600, true, 32, 2, 1, true}, true, false},
+      {{"bpt", {{"k", 8}}, 600, false, 32, 2, 1, false}, false, false},
+      {{"bpt", {{"k", 64}}, 700, false, 32, 2, 1, true}, false, true},
+      {{"window", {{"w", 128}}, 400, false, 32, 2, 1, false}, false, true},
+      {{"window", {{"w", 128}}, 400, true, 32, 2, 1, true}, false, true},
+      {{"bigbird", {{"b", 16}, {"r", 2}}, 512, false, 32, 2, 1, true}, false, true},
   };
   const bool tiles = backend().name() != "cpu:SCALAR" && backend().name() != "cpu:EMU128";
   for (const TileCase& t : cases) {
@@ -360,12 +364,15 @@ TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
     const GsaCpuForwardGroups groups = gsa_cpu_forward_groups(p);
     // bpt's span nodes of 32+ tokens run as column tiles: at least one per block of 32 tokens.
     const int64_t column_tiles = t.c.pattern == "bpt" ? t.c.n / kGsaCpuColumnBlock : 0;
-    if (tiles) {  // groups of 4 rows covering at least 3/4 of the tokens
-      EXPECT_GE(4 * (t.by_column ? groups.tiles_by_column : groups.tiles), t.c.n * 3 / 4) << t.c.id() << " on " << where();
+    if (tiles) {  // tiles covering at least 3/4 of the tokens
+      const int64_t tiled = 4 * (t.by_column ? groups.tiles_by_column : groups.tiles) + groups.wide_rows;
+      EXPECT_GE(tiled, t.c.n * 3 / 4) << t.c.id() << " on " << where();
+      if (t.wide) EXPECT_GE(groups.wide_rows, t.c.n / 2) << t.c.id() << " on " << where();
       EXPECT_GE(groups.column_tiles, column_tiles) << t.c.id() << " on " << where();
       EXPECT_EQ(groups.column_tiles_per_row, 0) << t.c.id() << " on " << where();
     } else {
-      EXPECT_EQ(groups.tiles + groups.tiles_by_column + groups.column_tiles, 0) << t.c.id() << " on " << where();
+      EXPECT_EQ(groups.tiles + groups.tiles_by_column + groups.column_tiles + groups.wide_tiles, 0)
+          << t.c.id() << " on " << where();
       EXPECT_GE(groups.column_tiles_per_row, column_tiles) << t.c.id() << " on " << where();
     }
     expect_matches_reference(g, t.c);

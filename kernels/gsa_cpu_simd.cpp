@@ -553,9 +553,9 @@ struct TileUnion {
 // Returns the size of the union when the tile applies, else 0 (col: the sources of the rows, or the destinations of
 // sources in the backward by source).
 template <class D, int R>
-int64_t tile_union(D d, const GsaParams& p, const RowGroupT<R>& grp, const int32_t* col) {
+int64_t tile_union(D d, const GsaParams& p, const RowGroupT<R>& grp, const int32_t* col, double waste = kTileWaste) {
 #if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
-  (void)d, (void)p, (void)grp, (void)col;
+  (void)d, (void)p, (void)grp, (void)col, (void)waste;
   return 0;
 #else
   (void)d;
@@ -567,10 +567,14 @@ int64_t tile_union(D d, const GsaParams& p, const RowGroupT<R>& grp, const int32
   for (int i = 0; i < grp.n; ++i) {
     for (int64_t e = grp.e0[i] + 1; e < grp.e1[i]; ++e) if (col[e] <= col[e - 1]) return 0;  // merge needs order
   }
+  const double most = waste * static_cast<double>(total) / grp.n;
   int64_t unions = 0;
   TileUnion<64, R> un(grp, col);
-  while (un.next(1)) unions += un.n;
-  return static_cast<double>(unions) * grp.n <= kTileWaste * static_cast<double>(total) ? unions : 0;
+  while (un.next(1)) {
+    unions += un.n;
+    if (static_cast<double>(unions) > most) return 0;
+  }
+  return unions;
 #endif
 }
 
@@ -927,7 +931,10 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
 // columns read their slot's vectors (gathered per lane where the rows of a column disagree); else by column (bpt):
 // a column whose rows agree adds its relation row to the key row once per head (into kr) and only the disagreeing
 // columns read the table.
-constexpr int kWideAcc = 12;   // accumulators per register block: C*V (12 FMA chains keep two pipes of latency 4 busy)
+// Accumulators per register block, C*V: 12 FMA chains keep two pipes of latency 4 busy, and with V row vectors and
+// a broadcast fit 16 registers (24 on AVX-512's 32 measured 2x slower: the C key row pointers no longer fit the
+// general registers).
+constexpr int kWideAcc = 12;
 constexpr int kWideTail = 2;   // the smaller blocks after the full ones (segments are padded to a multiple of it)
 constexpr int kWideSeg = kGsaCpuWideSeg;
 static_assert(kWideSeg % kWideAcc == 0 && kWideSeg % kWideTail == 0, "segments hold whole blocks");
@@ -1005,6 +1012,34 @@ T* wide_scratch(T* scratch) {
   return reinterpret_cast<T*>((a + align - 1) / align * align);
 }
 
+// 16-lane targets (AVX-512 fp32) keep wide tiles to groups whose union is within kWideWaste16 of their mean row and
+// whose relation terms come from one table (or none): the 4-row tiles there load four key rows per vector already,
+// and measured faster for window 64 (union 1.23x its rows at 16 rows) and bpt k=16, 64 (relations by column).
+constexpr double kWideWaste16 = 1.15;
+template <typename T>
+constexpr bool wide_16() {
+  return hn::MaxLanes(hn::ScalableTag<T>()) >= 16;
+}
+
+// Before the union's merge, on 16-lane targets: a group with more distinct relations than half the largest union a
+// wide tile accepts there cannot take one table (bpt k=64's 16-row groups: the merge alone cost 5%).
+template <typename T, class G>
+bool wide_feasible(const GsaParams& p, const G& grp) {
+  if (!wide_16<T>() || p.rel_emb == nullptr || grp.n == 0) return true;
+  int64_t total = 0;
+  for (int i = 0; i < grp.n; ++i) total += grp.e1[i] - grp.e0[i];
+  TileRelations rels;
+  return rels.pays(p, grp, static_cast<int64_t>(kWideWaste16 * static_cast<double>(total) / grp.n));
+}
+
+// Whether a wide tile takes the group, with rels' slots: relation terms as the 4-row tile takes them (not by
+// column on 16-lane targets).
+template <typename T, class G>
+bool wide_relations(const GsaParams& p, const G& grp, int64_t unions, TileRelations& rels) {
+  if (wide_16<T>()) return p.rel_emb == nullptr || rels.pays(p, grp, unions);
+  return tile_relations(p, grp, unions, rels);
+}
+
 // Runs the group as a wide tile when its relation terms allow (false: nothing done), writing o and lse of its rows.
 // Scratch: gsa_cpu_scratch_elems covers qt, ot [H][D][R], m, l [H][R], kr [kWideSeg][D] and the table [H][slot][R].
 template <bool REL, typename T>
@@ -1018,7 +1053,7 @@ bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_
   constexpr int R = V * N;
   static_assert(R <= kGsaCpuWideRows, "scratch covers the rows");
   TileRelations rels;
-  if (!tile_relations(p, grp, unions, rels)) return false;
+  if (!wide_relations<T>(p, grp, unions, rels)) return false;
   const bool by_column = rels.by_column();
   const In<T> in(p);
   const int64_t H = p.H, Dm = p.D, HDR = H * Dm * R;
@@ -1174,17 +1209,17 @@ bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_
 }
 
 // Whether forward_wide runs a group whose sources tile.
-template <class G>
+template <typename T, class G>
 bool wide_applies(const GsaParams& p, const G& grp, int64_t unions) {
   TileRelations rels;
-  return tile_relations(p, grp, unions, rels);
+  return wide_relations<T>(p, grp, unions, rels);
 }
 #else
 template <bool REL, typename T, class G>
 bool forward_wide(const GsaParams&, int64_t, const G&, int64_t, T*) {
   return false;
 }
-template <class G>
+template <typename T, class G>
 bool wide_applies(const GsaParams&, const G&, int64_t) {
   return false;
 }
@@ -1229,7 +1264,8 @@ void for_forward_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_
   if constexpr (NW >= kGsaCpuRowGroup) {
     static_assert(NW % kGsaCpuRowGroup == 0 && kGsaCpuRowBlock % NW == 0, "wide tiles regroup whole row groups");
     for_row_groups<NW>(p.graph.row_ptr, u0, u1, skip, [&](const WideGroup<T>& wg) {
-      const int64_t unions = tile_union(hn::ScalableTag<T>(), p, wg, p.graph.col);
+      const int64_t unions = !wide_feasible<T>(p, wg) ? 0 :
+          tile_union(hn::ScalableTag<T>(), p, wg, p.graph.col, wide_16<T>() ? kWideWaste16 : kTileWaste);
       if (unions > 0 && wide(wg, unions)) return;
       for (int s = 0; s < wg.n; s += kGsaCpuRowGroup) four(piece_group(wg.n - s, wg.u + s, wg.e0 + s, wg.e1 + s));
     }, NW);
@@ -1304,7 +1340,7 @@ void forward_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* s
   for_forward_groups<T>(
       p, u0, u1, skip,
       [&](const auto& wg, int64_t unions) {
-        if (!wide_applies(p, wg, unions)) return false;
+        if (!wide_applies<T>(p, wg, unions)) return false;
         counts[3] += 1, counts[4] += wg.n;
         return true;
       },

@@ -1256,12 +1256,12 @@ void for_row_groups(const int64_t* row_ptr, int64_t u0, int64_t u1, const uint8_
   if (grp.n > 0) f(grp);
 }
 
-// The forward's groups of rows [u0, u1) not marked in skip: wide(group, unions) for each group of lanes rows whose
-// sources tile (it returns whether it ran the group as a wide tile), four(group) for the groups of kGsaCpuRowGroup
-// rows of the others. Lanes are a multiple of kGsaCpuRowGroup and divide the row blocks, so these are the groups the
+// The groups of rows [u0, u1) not marked in skip of the forward and the backward by destination: wide(group, unions)
+// for each group of a wide tile's rows whose sources tile (it returns whether it ran the group as a wide tile),
+// four(group) for the groups of kGsaCpuRowGroup rows of the others. Lanes are a multiple of kGsaCpuRowGroup and divide the row blocks, so these are the groups the
 // forward forms without wide tiles.
 template <typename T, typename W, typename F>
-void for_forward_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, W&& wide, F&& four) {
+void for_wide_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, W&& wide, F&& four) {
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
   constexpr int NW = wide_rows<T>();
   if constexpr (NW >= kGsaCpuRowGroup) {
@@ -1313,7 +1313,7 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
       }
     }
   };
-  for_forward_groups<T>(
+  for_wide_groups<T>(
       p, u0, u1, skip,
       [&](const auto& wg, int64_t unions) { return forward_wide<REL>(p, b, wg, unions, scratch); }, run);
 }
@@ -1340,7 +1340,7 @@ int group_kind_t(const GsaParams& p, const RowGroup& grp) {
 
 template <typename T>
 void forward_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, int64_t* counts) {
-  for_forward_groups<T>(
+  for_wide_groups<T>(
       p, u0, u1, skip,
       [&](const auto& wg, int64_t unions) {
         if (!wide_applies<T>(p, wg, unions)) return false;
@@ -1650,6 +1650,200 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
 #endif
 }
 
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+// Backward by destination of a group of lanes rows as a wide tile (see forward_wide), with one table of every
+// relation as dq_tile: per segment and head the scores and dP = dO_i . v_j are wide_dots against the rows' queries
+// and output gradients held transposed, P and dS lane-wise, then dq^T += dS_j k_j as wide_axpy. Writes the rows' dq,
+// P and dS of their edges into pds when given, and the relation gradients as dq_tile does. Scratch: as
+// forward_wide's, with dO^T and dq^T beside qt (gsa_cpu_scratch_elems).
+template <bool REL, typename T>
+bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t unions, T* rel_part, T* pds,
+             T* scratch) {
+  TileRelations rels;
+  if (REL && !rels.pays(p, grp, unions)) return false;
+  const hn::ScalableTag<T> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  using Vec = hn::Vec<decltype(d)>;
+  using TI = hn::TFromD<decltype(di)>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
+  constexpr int V = wide_vecs<T>();
+  constexpr int R = V * N;
+  const In<T> in(p);
+  const GsaGraphView& g = p.graph;
+  const int64_t H = p.H, Dm = p.D, HDR = H * Dm * R;
+  const int nslot = rels.count();
+  T* qt = wide_scratch(scratch);   // [H][D][R]
+  T* dot = qt + HDR;               // [H][D][R]: dO transposed
+  T* dqt = dot + HDR;              // [H][D][R]: unscaled dq transposed, without relation terms
+  T* lsev = dqt + HDR;             // [H][R]
+  T* delv = lsev + H * R;          // [H][R]
+  T* tab = delv + H * R;           // [H][slot][R] = q_i,h . r of the slot's relation
+  T* wsum = tab + H * nslot * R;   // [H][slot][R]: sum of dS per relation
+  T* row = wsum + H * nslot * R;   // [D]: one row's dq
+  T* pds_seg = row + Dm;           // [H][kWideSeg * R][2]: a segment's P and dS, written to pds after its heads
+  const T* d_o = static_cast<const T*>(p.d_o);
+  for (int i = 0; i < R; ++i) {
+    const bool has = i < grp.n;
+    const T* q_i = has ? in.q + at(p.q_strides, b, grp.u[i]) : nullptr;
+    const T* do_i = has ? d_o + at(p.d_o_strides, b, grp.u[i]) : nullptr;
+    const int64_t st = has ? (b * p.N + grp.u[i]) * H : 0;
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t e = 0; e < Dm; ++e) {
+        qt[(h * Dm + e) * R + i] = has ? q_i[h * p.q_strides.head + e] : T(0);
+        dot[(h * Dm + e) * R + i] = has ? do_i[h * p.d_o_strides.head + e] : T(0);
+      }
+      // Rows without edges have lse = -inf; their lanes are masked, so 0 keeps the arithmetic finite.
+      const T lse_ih = has ? static_cast<const T*>(p.lse)[st + h] : T(0);
+      lsev[h * R + i] = lse_ih == gsa_neg_inf<T>() ? T(0) : lse_ih;
+      delv[h * R + i] = has ? static_cast<const T*>(p.delta)[st + h] : T(0);
+    }
+  }
+  std::fill(dqt, dqt + HDR, T(0));
+  std::fill(wsum, wsum + H * nslot * R, T(0));
+  Vec s[kWideAcc];
+  Vec s2[kWideAcc];
+  if constexpr (REL) {
+    const T* rp[kWideAcc];
+    for (int64_t h = 0; h < H; ++h) {
+      wide_blocks<V>((nslot + kWideTail - 1) / kWideTail * kWideTail, [&](int s0, auto cols) {
+        constexpr int C = decltype(cols)::value;
+        for (int c = 0; c < C; ++c) rp[c] = in.rel + rels.relation(std::min(s0 + c, nslot - 1)) * p.rel_stride;
+        wide_dots<C, V>(d, qt + h * Dm * R, rp, Dm, s);
+        for (int c = 0; c < C && s0 + c < nslot; ++c) {
+          for (int v = 0; v < V; ++v) hn::Store(s[c * V + v], d, tab + (h * nslot + s0 + c) * R + v * N);
+        }
+      });
+    }
+  }
+  TileUnion<kWideSeg, R> un(grp, g.col);
+  const T* kp[kWideSeg];
+  const T* vp[kWideSeg];
+  const T* xk[kWideSeg];
+  const T* xv[kWideSeg];
+  bool agree[kWideSeg];
+  int32_t slot[kWideSeg];
+  HWY_ALIGN T ok[kWideSeg * R];
+  HWY_ALIGN TI tix[kWideSeg * R];
+  HWY_ALIGN T pw[kWideSeg * R];
+  HWY_ALIGN T dsw[kWideSeg * R];
+  Vec ones[V];
+  for (int v = 0; v < V; ++v) ones[v] = hn::Set(d, T(1));
+  const Vec scale = hn::Set(d, static_cast<T>(p.scale));
+  while (un.next(kWideTail)) {
+    const int ns = un.n, padded = un.padded;
+    for (int j = 0; j < padded; ++j) {
+      const int64_t* a = un.at + j * R;
+      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
+      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
+      for (int i = 0; i < R; ++i) ok[j * R + i] = a[i] >= 0 ? T(1) : T(0);
+      if constexpr (REL) {
+        const int32_t c = TileRelations::column_relation<R>(p, a);
+        agree[j] = c >= 0;
+        slot[j] = c >= 0 ? rels.slot(c) : 0;
+        for (int i = 0; i < R; ++i) {
+          tix[j * R + i] = static_cast<TI>((a[i] >= 0 ? rels.slot(p.graph.rel[a[i]]) : 0) * R + i);
+        }
+      }
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      const T* qt_h = qt + h * Dm * R;
+      const T* dot_h = dot + h * Dm * R;
+      const T* tab_h = tab + h * nslot * R;
+      for (int j = 0; j < padded; ++j) xk[j] = kp[j] + h * p.k_strides.head, xv[j] = vp[j] + h * p.v_strides.head;
+      wide_blocks<V>(padded, [&](int j0, auto cols) {
+        constexpr int C = decltype(cols)::value;
+        wide_dots<C, V>(d, qt_h, xk + j0, Dm, s);
+        wide_dots<C, V>(d, dot_h, xv + j0, Dm, s2);
+        for (int c = 0; c < C; ++c) {
+          const int j = j0 + c;
+          for (int v = 0; v < V; ++v) {
+            const int t = j * R + v * N;
+            Vec x = s[c * V + v];
+            if (REL && agree[j]) x = hn::Add(x, hn::Load(d, tab_h + slot[j] * R + v * N));
+            if (REL && !agree[j]) x = hn::Add(x, hn::GatherIndex(d, tab_h, hn::Load(di, tix + t)));
+            const auto valid = hn::Gt(hn::Load(d, ok + t), hn::Zero(d));
+            const Vec pr = hn::IfThenElseZero(valid, vexp(d, hn::Sub(hn::Mul(x, scale), hn::Load(d, lsev + h * R + v * N))));
+            hn::Store(pr, d, pw + t);
+            hn::Store(hn::Mul(pr, hn::Sub(s2[c * V + v], hn::Load(d, delv + h * R + v * N))), d, dsw + t);
+          }
+        }
+      });
+      T* seg_h = pds_seg + h * kWideSeg * R * 2;
+      for (int t = 0; t < ns * R; ++t) {
+        if (un.at[t] < 0) continue;
+        seg_h[2 * t] = pw[t], seg_h[2 * t + 1] = dsw[t];
+        if constexpr (REL) wsum[h * nslot * R + tix[t]] += dsw[t];
+      }
+      T* dqt_h = dqt + h * Dm * R;
+      const int64_t k_off = h * p.k_strides.head;
+      constexpr int K = kWideAcc / V;
+      int64_t e = 0;
+      for (; e + K <= Dm; e += K) wide_axpy<K, V>(d, dqt_h, ones, dsw, ns, kp, k_off, e);
+      for (; e + kWideTail <= Dm; e += kWideTail) wide_axpy<kWideTail, V>(d, dqt_h, ones, dsw, ns, kp, k_off, e);
+      for (; e < Dm; ++e) wide_axpy<1, V>(d, dqt_h, ones, dsw, ns, kp, k_off, e);
+    }
+    // The cache holds an edge's heads together: one line per edge here, where a store per head and edge would walk
+    // every line of the segment once per head (48 KB at 16 rows, past L1: 18% of dq_wide's time).
+    if (pds != nullptr) {
+      for (int t = 0; t < ns * R; ++t) {
+        if (un.at[t] < 0) continue;
+        T* cache = pds + (b * g.n_edges + un.at[t]) * H * 2;
+        for (int64_t h = 0; h < H; ++h) {
+          const T* seg_h = pds_seg + h * kWideSeg * R * 2;
+          cache[2 * h] = seg_h[2 * t], cache[2 * h + 1] = seg_h[2 * t + 1];
+        }
+      }
+    }
+  }
+  // dq_i,h = scale (dq^T + sum_s W r_s); then d_rel_emb[rel] += scale sum_i,h W q_i,h, slots in order.
+  T* dq = static_cast<T*>(p.dq);
+  const T* rp[kMaxLanes * 2];
+  HWY_ALIGN T wr[kMaxLanes * 2];
+  for (int i = 0; i < grp.n; ++i) {
+    T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t e = 0; e < Dm; ++e) row[e] = dqt[(h * Dm + e) * R + i];
+      if constexpr (REL) {
+        const T* w_h = wsum + h * nslot * R;
+        for (int s0 = 0; s0 < nslot; s0 += N) {
+          const int n = std::min(N, nslot - s0);
+          for (int j = 0; j < n; ++j) {
+            rp[j] = in.rel + rels.relation(s0 + j) * p.rel_stride;
+            wr[j] = w_h[(s0 + j) * R + i];
+          }
+          group_axpy<false>(d, row, T(1), wr, n, rp, 0, rp, Dm);
+        }
+      }
+      scale_copy(d, dq_u + h * p.dq_strides.head, row, static_cast<T>(p.scale), Dm);
+    }
+  }
+  if constexpr (REL) {
+    const T* q_heads[kMaxHeads];
+    HWY_ALIGN T w[kMaxHeads];
+    for (int sl = 0; sl < nslot; ++sl) {
+      T* part = rel_part + rels.relation(sl) * Dm;
+      for (int i = 0; i < grp.n; ++i) {
+        const T* q_i = in.q + at(p.q_strides, b, grp.u[i]);
+        for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
+          const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
+          for (int hh = 0; hh < nh; ++hh) {
+            q_heads[hh] = q_i + (h0 + hh) * p.q_strides.head;
+            w[hh] = wsum[(h0 + hh) * nslot * R + sl * R + i] * static_cast<T>(p.scale);
+          }
+          group_axpy<false>(d, part, T(1), w, nh, q_heads, 0, q_heads, Dm);
+        }
+      }
+    }
+  }
+  return true;
+}
+#else
+template <bool REL, typename T, class G>
+bool dq_wide(const GsaParams&, int64_t, const G&, int64_t, T*, T*, T*) {
+  return false;
+}
+#endif
+
 // Unscaled dq of a group's rows (or pieces) into dq_acc [kGsaCpuRowGroup][H, D] (scratch beyond it): a tile where
 // one applies, else per row.
 template <bool REL, typename T>
@@ -1669,7 +1863,7 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
   T* dq_scratch = dq_acc + kGsaCpuRowGroup * H * D;
   T* dq = static_cast<T*>(p.dq);
   for (int64_t b = 0; b < p.B; ++b) {
-    for_row_groups(p.graph.row_ptr, u0, u1, skip, [&](const RowGroup& grp) {
+    const auto four = [&](const RowGroup& grp) {
       dq_group<REL>(p, b, grp, dq_acc, rel_part, pds, dq_scratch);
       for (int i = 0; i < grp.n; ++i) {
         T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
@@ -1677,7 +1871,11 @@ void dq_rows_t(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, 
           scale_copy(d, dq_u + h * p.dq_strides.head, dq_acc + (i * H + h) * D, static_cast<T>(p.scale), D);
         }
       }
-    });
+    };
+    for_wide_groups<T>(
+        p, u0, u1, skip,
+        [&](const auto& wg, int64_t unions) { return dq_wide<REL>(p, b, wg, unions, rel_part, pds, scratch); },
+        four);
   }
 }
 

@@ -1764,15 +1764,27 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
             const auto valid = hn::Gt(hn::Load(d, ok + t), hn::Zero(d));
             const Vec pr = hn::IfThenElseZero(valid, vexp(d, hn::Sub(hn::Mul(x, scale), hn::Load(d, lsev + h * R + v * N))));
             hn::Store(pr, d, pw + t);
-            hn::Store(hn::Mul(pr, hn::Sub(s2[c * V + v], hn::Load(d, delv + h * R + v * N))), d, dsw + t);
+            const Vec ds = hn::Mul(pr, hn::Sub(s2[c * V + v], hn::Load(d, delv + h * R + v * N)));
+            hn::Store(hn::IfThenElseZero(valid, ds), d, dsw + t);
           }
         }
       });
       T* seg_h = pds_seg + h * kWideSeg * R * 2;
-      for (int t = 0; t < ns * R; ++t) {
-        if (un.at[t] < 0) continue;
-        seg_h[2 * t] = pw[t], seg_h[2 * t + 1] = dsw[t];
-        if constexpr (REL) wsum[h * nslot * R + tix[t]] += dsw[t];
+      if (pds != nullptr) {
+        for (int t = 0; t < ns * R; ++t) seg_h[2 * t] = pw[t], seg_h[2 * t + 1] = dsw[t];
+      }
+      if constexpr (REL) {  // dS summed per relation: a column whose rows agree as vectors, the others per lane
+        T* w_h = wsum + h * nslot * R;
+        for (int j = 0; j < ns; ++j) {
+          if (agree[j]) {
+            for (int v = 0; v < V; ++v) {
+              T* w = w_h + slot[j] * R + v * N;
+              hn::Store(hn::Add(hn::Load(d, w), hn::Load(d, dsw + j * R + v * N)), d, w);
+            }
+          } else {
+            for (int i = 0; i < R; ++i) w_h[tix[j * R + i]] += dsw[j * R + i];
+          }
+        }
       }
       T* dqt_h = dqt + h * Dm * R;
       const int64_t k_off = h * p.k_strides.head;

@@ -1008,6 +1008,17 @@ HWY_INLINE void wide_axpy(D d, T* HWY_RESTRICT ot, const hn::Vec<D>* alpha, cons
   }
 }
 
+// wide_axpy over the whole of D (x_off: the head's offset in the rows x): blocks of kWideAcc / V, then smaller.
+template <int V, class D, typename T = hn::TFromD<D>>
+HWY_INLINE void wide_axpy_rows(D d, T* HWY_RESTRICT ot, const hn::Vec<D>* alpha, const T* HWY_RESTRICT w, int ns,
+                               const T* const* x, int64_t x_off, int64_t len) {
+  constexpr int K = kWideAcc / V;
+  int64_t e = 0;
+  for (; e + K <= len; e += K) wide_axpy<K, V>(d, ot, alpha, w, ns, x, x_off, e);
+  for (; e + kWideTail <= len; e += kWideTail) wide_axpy<kWideTail, V>(d, ot, alpha, w, ns, x, x_off, e);
+  for (; e < len; ++e) wide_axpy<1, V>(d, ot, alpha, w, ns, x, x_off, e);
+}
+
 // Scratch of a wide tile from `scratch`, aligned for vector loads.
 template <typename T>
 T* wide_scratch(T* scratch) {
@@ -1035,6 +1046,90 @@ bool wide_feasible(const GsaParams& p, const G& grp) {
   return rels.pays(p, grp, static_cast<int64_t>(kWideWaste16 * static_cast<double>(total) / grp.n));
 }
 
+// xt[(h*D + e)*R + i] = x_i,h[e] of the group's rows (zeros for lanes past them): rows held transposed.
+template <int R, typename T>
+void wide_transpose(const GsaParams& p, int64_t b, const RowGroupT<R>& grp, const T* x, const GsaStrides& st,
+                    T* xt) {
+  for (int i = 0; i < R; ++i) {
+    const T* x_i = i < grp.n ? x + at(st, b, grp.u[i]) : nullptr;
+    for (int64_t h = 0; h < p.H; ++h) {
+      for (int64_t e = 0; e < p.D; ++e) xt[(h * p.D + e) * R + i] = x_i != nullptr ? x_i[h * st.head + e] : T(0);
+    }
+  }
+}
+
+// tab [H][slot][R] = q_i,h . r of each slot's relation, from the rows' queries held transposed (qt [H][D][R]).
+template <int V, class D, typename T = hn::TFromD<D>>
+void wide_table(D d, const GsaParams& p, const TileRelations& rels, const T* qt, T* tab) {
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  constexpr int R = V * N;
+  const T* rel = static_cast<const T*>(p.rel_emb);
+  const int nslot = rels.count();
+  const T* rp[kWideAcc];
+  hn::Vec<D> s[kWideAcc];
+  for (int64_t h = 0; h < p.H; ++h) {
+    wide_blocks<V>((nslot + kWideTail - 1) / kWideTail * kWideTail, [&](int s0, auto cols) {
+      constexpr int C = decltype(cols)::value;
+      for (int c = 0; c < C; ++c) rp[c] = rel + rels.relation(std::min(s0 + c, nslot - 1)) * p.rel_stride;
+      wide_dots<C, V>(d, qt + h * p.D * R, rp, p.D, s);
+      for (int c = 0; c < C && s0 + c < nslot; ++c) {
+        for (int v = 0; v < V; ++v) hn::Store(s[c * V + v], d, tab + (h * nslot + s0 + c) * R + v * N);
+      }
+    });
+  }
+}
+
+// One segment of a wide tile's union as both wide tiles read it: each column's key and value rows, the mask ok
+// (1 where row i has an edge to column j, at j*R + i), and how its relation term comes: none (also padding), a
+// slot's vectors (kSlot), gathered per lane (kGather, lane indices in tix), or added to the key row (kKeyRel,
+// relation row rrow; by column only). Written before the head loop.
+template <typename T, int R>
+struct WideColumns {
+  using TI = hn::TFromD<hn::RebindToSigned<hn::ScalableTag<T>>>;
+  enum Kind : uint8_t { kNone, kSlot, kGather, kKeyRel };
+  const T* kp[kWideSeg];
+  const T* vp[kWideSeg];
+  const T* rrow[kWideSeg];
+  uint8_t kind[kWideSeg];
+  int32_t slot[kWideSeg];
+  HWY_ALIGN T ok[kWideSeg * R];
+  HWY_ALIGN TI tix[kWideSeg * R];
+  // x plus column j's relation term for row vector v (t = j*R + v*N) from the head's table tab_h.
+  template <class D>
+  HWY_INLINE hn::Vec<D> add_relation(D d, hn::Vec<D> x, const T* tab_h, int j, int t, int v) const {
+    constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+    if (kind[j] == kSlot) return hn::Add(x, hn::Load(d, tab_h + slot[j] * R + v * N));
+    if (kind[j] == kGather) {
+      return hn::Add(x, hn::GatherIndex(d, tab_h, hn::Load(hn::RebindToSigned<D>(), tix + t)));
+    }
+    return x;
+  }
+  void fill(const GsaParams& p, const In<T>& in, int64_t b, const TileUnion<kWideSeg, R>& un,
+            const TileRelations& rels) {
+    for (int j = 0; j < un.padded; ++j) {
+      const int64_t* a = un.at + j * R;
+      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
+      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
+      for (int i = 0; i < R; ++i) ok[j * R + i] = a[i] >= 0 ? T(1) : T(0);
+      kind[j] = kNone;
+      if (in.rel == nullptr || j >= un.n) continue;
+      const int32_t c = TileRelations::column_relation<R>(p, a);
+      if (c >= 0 && rels.by_column()) {
+        kind[j] = kKeyRel;
+        rrow[j] = in.rel + c * p.rel_stride;
+      } else if (c >= 0) {
+        kind[j] = kSlot;
+        slot[j] = rels.slot(c);
+      } else {
+        kind[j] = kGather;
+        for (int i = 0; i < R; ++i) {
+          tix[j * R + i] = static_cast<TI>((a[i] >= 0 ? rels.slot(p.graph.rel[a[i]]) : 0) * R + i);
+        }
+      }
+    }
+  }
+};
+
 // Whether a wide tile takes the group, with rels' slots: relation terms as the 4-row tile takes them (not by
 // column on 16-lane targets).
 template <typename T, class G>
@@ -1048,16 +1143,13 @@ bool wide_relations(const GsaParams& p, const G& grp, int64_t unions, TileRelati
 template <bool REL, typename T>
 bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t unions, T* scratch) {
   const hn::ScalableTag<T> d;
-  const hn::RebindToSigned<decltype(d)> di;
   using Vec = hn::Vec<decltype(d)>;
-  using TI = hn::TFromD<decltype(di)>;
   constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
   constexpr int V = wide_vecs<T>();
   constexpr int R = V * N;
   static_assert(R <= kGsaCpuWideRows, "scratch covers the rows");
   TileRelations rels;
   if (!wide_relations<T>(p, grp, unions, rels)) return false;
-  const bool by_column = rels.by_column();
   const In<T> in(p);
   const int64_t H = p.H, Dm = p.D, HDR = H * Dm * R;
   T* qt = wide_scratch(scratch);  // [H][D][R]
@@ -1067,83 +1159,36 @@ bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_
   T* kr = l + H * R;              // [kWideSeg][D]: key rows plus their column's relation row (by column)
   T* tab = kr + kWideSeg * Dm;    // [H][slot][R] = q_i,h . r of the slot's relation
   const int nslot = rels.count();
-  for (int i = 0; i < R; ++i) {
-    const T* q_i = i < grp.n ? in.q + at(p.q_strides, b, grp.u[i]) : nullptr;
-    for (int64_t h = 0; h < H; ++h) {
-      for (int64_t e = 0; e < Dm; ++e) qt[(h * Dm + e) * R + i] = q_i != nullptr ? q_i[h * p.q_strides.head + e] : T(0);
-    }
-  }
+  wide_transpose(p, b, grp, in.q, p.q_strides, qt);
   std::fill(ot, ot + HDR, T(0));
   std::fill(m, m + H * R, gsa_neg_inf<T>());
   std::fill(l, l + H * R, T(0));
-  Vec s[kWideAcc];
-  if constexpr (REL) {
-    const T* rp[kWideAcc];
-    for (int64_t h = 0; h < H; ++h) {
-      wide_blocks<V>((nslot + kWideTail - 1) / kWideTail * kWideTail, [&](int s0, auto cols) {
-        constexpr int C = decltype(cols)::value;
-        for (int c = 0; c < C; ++c) rp[c] = in.rel + rels.relation(std::min(s0 + c, nslot - 1)) * p.rel_stride;
-        wide_dots<C, V>(d, qt + h * Dm * R, rp, Dm, s);
-        for (int c = 0; c < C && s0 + c < nslot; ++c) {
-          for (int v = 0; v < V; ++v) hn::Store(s[c * V + v], d, tab + (h * nslot + s0 + c) * R + v * N);
-        }
-      });
-    }
-  }
-  // Per column of a segment: key and value rows, the mask, and how its relation term comes: none, a slot's vectors
-  // (kSlot), gathered per lane (kGather, lane indices in tix), or added to the key row (kKeyRel, relation row rrow).
-  enum : uint8_t { kNone, kSlot, kGather, kKeyRel };
+  if constexpr (REL) wide_table<V>(d, p, rels, qt, tab);
+  using Cols = WideColumns<T, R>;
   TileUnion<kWideSeg, R> un(grp, p.graph.col);
-  const T* kp[kWideSeg];
-  const T* vp[kWideSeg];
-  const T* rrow[kWideSeg];
+  Cols col;
   const T* xp[kWideSeg];
-  uint8_t kind[kWideSeg];
-  int32_t slot[kWideSeg];
-  HWY_ALIGN T ok[kWideSeg * R];
-  HWY_ALIGN TI tix[kWideSeg * R];
   HWY_ALIGN T sc[kWideSeg * R];  // scores, then weights, at j*R + i
   const Vec scale = hn::Set(d, static_cast<T>(p.scale));
   const Vec neg_inf = hn::Set(d, gsa_neg_inf<T>());
   while (un.next(kWideTail)) {
     const int ns = un.n, padded = un.padded;
-    for (int j = 0; j < padded; ++j) {
-      const int64_t* a = un.at + j * R;
-      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
-      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
-      for (int i = 0; i < R; ++i) ok[j * R + i] = a[i] >= 0 ? T(1) : T(0);
-      kind[j] = kNone;
-      if constexpr (REL) {
-        if (j >= ns) continue;
-        const int32_t c = TileRelations::column_relation<R>(p, a);
-        if (c >= 0 && by_column) {
-          kind[j] = kKeyRel;
-          rrow[j] = in.rel + c * p.rel_stride;
-        } else if (c >= 0) {
-          kind[j] = kSlot;
-          slot[j] = rels.slot(c);
-        } else {
-          kind[j] = kGather;
-          for (int i = 0; i < R; ++i) {
-            tix[j * R + i] = static_cast<TI>((a[i] >= 0 ? rels.slot(p.graph.rel[a[i]]) : 0) * R + i);
-          }
-        }
-      }
-    }
+    col.fill(p, in, b, un, rels);
     for (int64_t h = 0; h < H; ++h) {
       const int64_t k_off = h * p.k_strides.head;
       const T* qt_h = qt + h * Dm * R;
       const T* tab_h = tab + h * nslot * R;
       for (int j = 0; j < padded; ++j) {
-        if (kind[j] != kKeyRel) {
-          xp[j] = kp[j] + k_off;
+        if (col.kind[j] != Cols::kKeyRel) {
+          xp[j] = col.kp[j] + k_off;
           continue;
         }
         T* krj = kr + j * Dm;
-        for (int64_t e = 0; e < Dm; ++e) krj[e] = kp[j][k_off + e] + rrow[j][e];
+        for (int64_t e = 0; e < Dm; ++e) krj[e] = col.kp[j][k_off + e] + col.rrow[j][e];
         xp[j] = krj;
       }
       Vec mx[V];
+      Vec s[kWideAcc];
       for (int v = 0; v < V; ++v) mx[v] = neg_inf;
       wide_blocks<V>(padded, [&](int j0, auto cols) {
         constexpr int C = decltype(cols)::value;
@@ -1153,9 +1198,8 @@ bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_
           for (int v = 0; v < V; ++v) {
             Vec x = s[c * V + v];
             const int t = j * R + v * N;
-            if (REL && kind[j] == kSlot) x = hn::Add(x, hn::Load(d, tab_h + slot[j] * R + v * N));
-            if (REL && kind[j] == kGather) x = hn::Add(x, hn::GatherIndex(d, tab_h, hn::Load(di, tix + t)));
-            x = hn::IfThenElse(hn::Gt(hn::Load(d, ok + t), hn::Zero(d)), hn::Mul(x, scale), neg_inf);
+            if (REL) x = col.add_relation(d, x, tab_h, j, t, v);
+            x = hn::IfThenElse(hn::Gt(hn::Load(d, col.ok + t), hn::Zero(d)), hn::Mul(x, scale), neg_inf);
             hn::Store(x, d, sc + t);
             mx[v] = hn::Max(mx[v], x);
           }
@@ -1184,13 +1228,7 @@ bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_
         T* l_hv = l + h * R + v * N;
         hn::Store(hn::MulAdd(hn::Load(d, l_hv), alpha[v], sum[v]), d, l_hv);
       }
-      T* ot_h = ot + h * Dm * R;
-      const int64_t v_off = h * p.v_strides.head;
-      constexpr int K = kWideAcc / V;
-      int64_t e = 0;
-      for (; e + K <= Dm; e += K) wide_axpy<K, V>(d, ot_h, alpha, sc, ns, vp, v_off, e);
-      for (; e + kWideTail <= Dm; e += kWideTail) wide_axpy<kWideTail, V>(d, ot_h, alpha, sc, ns, vp, v_off, e);
-      for (; e < Dm; ++e) wide_axpy<1, V>(d, ot_h, alpha, sc, ns, vp, v_off, e);
+      wide_axpy_rows<V>(d, ot + h * Dm * R, alpha, sc, ns, col.vp, h * p.v_strides.head, Dm);
     }
   }
   T* o = static_cast<T*>(p.o);
@@ -1662,9 +1700,7 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
   TileRelations rels;
   if (REL && !rels.pays(p, grp, unions)) return false;
   const hn::ScalableTag<T> d;
-  const hn::RebindToSigned<decltype(d)> di;
   using Vec = hn::Vec<decltype(d)>;
-  using TI = hn::TFromD<decltype(di)>;
   constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
   constexpr int V = wide_vecs<T>();
   constexpr int R = V * N;
@@ -1681,17 +1717,12 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
   T* wsum = tab + H * nslot * R;   // [H][slot][R]: sum of dS per relation
   T* row = wsum + H * nslot * R;   // [D]: one row's dq
   T* pds_seg = row + Dm;           // [H][kWideSeg * R][2]: a segment's P and dS, written to pds after its heads
-  const T* d_o = static_cast<const T*>(p.d_o);
+  wide_transpose(p, b, grp, in.q, p.q_strides, qt);
+  wide_transpose(p, b, grp, static_cast<const T*>(p.d_o), p.d_o_strides, dot);
   for (int i = 0; i < R; ++i) {
     const bool has = i < grp.n;
-    const T* q_i = has ? in.q + at(p.q_strides, b, grp.u[i]) : nullptr;
-    const T* do_i = has ? d_o + at(p.d_o_strides, b, grp.u[i]) : nullptr;
     const int64_t st = has ? (b * p.N + grp.u[i]) * H : 0;
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t e = 0; e < Dm; ++e) {
-        qt[(h * Dm + e) * R + i] = has ? q_i[h * p.q_strides.head + e] : T(0);
-        dot[(h * Dm + e) * R + i] = has ? do_i[h * p.d_o_strides.head + e] : T(0);
-      }
       // Rows without edges have lse = -inf; their lanes are masked, so 0 keeps the arithmetic finite.
       const T lse_ih = has ? static_cast<const T*>(p.lse)[st + h] : T(0);
       lsev[h * R + i] = lse_ih == gsa_neg_inf<T>() ? T(0) : lse_ih;
@@ -1700,30 +1731,12 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
   }
   std::fill(dqt, dqt + HDR, T(0));
   std::fill(wsum, wsum + H * nslot * R, T(0));
-  Vec s[kWideAcc];
-  Vec s2[kWideAcc];
-  if constexpr (REL) {
-    const T* rp[kWideAcc];
-    for (int64_t h = 0; h < H; ++h) {
-      wide_blocks<V>((nslot + kWideTail - 1) / kWideTail * kWideTail, [&](int s0, auto cols) {
-        constexpr int C = decltype(cols)::value;
-        for (int c = 0; c < C; ++c) rp[c] = in.rel + rels.relation(std::min(s0 + c, nslot - 1)) * p.rel_stride;
-        wide_dots<C, V>(d, qt + h * Dm * R, rp, Dm, s);
-        for (int c = 0; c < C && s0 + c < nslot; ++c) {
-          for (int v = 0; v < V; ++v) hn::Store(s[c * V + v], d, tab + (h * nslot + s0 + c) * R + v * N);
-        }
-      });
-    }
-  }
+  if constexpr (REL) wide_table<V>(d, p, rels, qt, tab);
+  using Cols = WideColumns<T, R>;
   TileUnion<kWideSeg, R> un(grp, g.col);
-  const T* kp[kWideSeg];
-  const T* vp[kWideSeg];
+  Cols col;
   const T* xk[kWideSeg];
   const T* xv[kWideSeg];
-  bool agree[kWideSeg];
-  int32_t slot[kWideSeg];
-  HWY_ALIGN T ok[kWideSeg * R];
-  HWY_ALIGN TI tix[kWideSeg * R];
   HWY_ALIGN T pw[kWideSeg * R];
   HWY_ALIGN T dsw[kWideSeg * R];
   Vec ones[V];
@@ -1731,25 +1744,16 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
   const Vec scale = hn::Set(d, static_cast<T>(p.scale));
   while (un.next(kWideTail)) {
     const int ns = un.n, padded = un.padded;
-    for (int j = 0; j < padded; ++j) {
-      const int64_t* a = un.at + j * R;
-      kp[j] = in.k + at(p.k_strides, b, un.node[j]);
-      vp[j] = in.v + at(p.v_strides, b, un.node[j]);
-      for (int i = 0; i < R; ++i) ok[j * R + i] = a[i] >= 0 ? T(1) : T(0);
-      if constexpr (REL) {
-        const int32_t c = TileRelations::column_relation<R>(p, a);
-        agree[j] = c >= 0;
-        slot[j] = c >= 0 ? rels.slot(c) : 0;
-        for (int i = 0; i < R; ++i) {
-          tix[j * R + i] = static_cast<TI>((a[i] >= 0 ? rels.slot(p.graph.rel[a[i]]) : 0) * R + i);
-        }
-      }
-    }
+    col.fill(p, in, b, un, rels);
     for (int64_t h = 0; h < H; ++h) {
       const T* qt_h = qt + h * Dm * R;
       const T* dot_h = dot + h * Dm * R;
       const T* tab_h = tab + h * nslot * R;
-      for (int j = 0; j < padded; ++j) xk[j] = kp[j] + h * p.k_strides.head, xv[j] = vp[j] + h * p.v_strides.head;
+      for (int j = 0; j < padded; ++j) {
+        xk[j] = col.kp[j] + h * p.k_strides.head, xv[j] = col.vp[j] + h * p.v_strides.head;
+      }
+      Vec s[kWideAcc];
+      Vec s2[kWideAcc];
       wide_blocks<V>(padded, [&](int j0, auto cols) {
         constexpr int C = decltype(cols)::value;
         wide_dots<C, V>(d, qt_h, xk + j0, Dm, s);
@@ -1759,9 +1763,8 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
           for (int v = 0; v < V; ++v) {
             const int t = j * R + v * N;
             Vec x = s[c * V + v];
-            if (REL && agree[j]) x = hn::Add(x, hn::Load(d, tab_h + slot[j] * R + v * N));
-            if (REL && !agree[j]) x = hn::Add(x, hn::GatherIndex(d, tab_h, hn::Load(di, tix + t)));
-            const auto valid = hn::Gt(hn::Load(d, ok + t), hn::Zero(d));
+            if (REL) x = col.add_relation(d, x, tab_h, j, t, v);
+            const auto valid = hn::Gt(hn::Load(d, col.ok + t), hn::Zero(d));
             const Vec pr = hn::IfThenElseZero(valid, vexp(d, hn::Sub(hn::Mul(x, scale), hn::Load(d, lsev + h * R + v * N))));
             hn::Store(pr, d, pw + t);
             const Vec ds = hn::Mul(pr, hn::Sub(s2[c * V + v], hn::Load(d, delv + h * R + v * N)));
@@ -1776,23 +1779,17 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
       if constexpr (REL) {  // dS summed per relation: a column whose rows agree as vectors, the others per lane
         T* w_h = wsum + h * nslot * R;
         for (int j = 0; j < ns; ++j) {
-          if (agree[j]) {
+          if (col.kind[j] == Cols::kSlot) {
             for (int v = 0; v < V; ++v) {
-              T* w = w_h + slot[j] * R + v * N;
+              T* w = w_h + col.slot[j] * R + v * N;
               hn::Store(hn::Add(hn::Load(d, w), hn::Load(d, dsw + j * R + v * N)), d, w);
             }
-          } else {
-            for (int i = 0; i < R; ++i) w_h[tix[j * R + i]] += dsw[j * R + i];
+          } else if (col.kind[j] == Cols::kGather) {
+            for (int i = 0; i < R; ++i) w_h[col.tix[j * R + i]] += dsw[j * R + i];
           }
         }
       }
-      T* dqt_h = dqt + h * Dm * R;
-      const int64_t k_off = h * p.k_strides.head;
-      constexpr int K = kWideAcc / V;
-      int64_t e = 0;
-      for (; e + K <= Dm; e += K) wide_axpy<K, V>(d, dqt_h, ones, dsw, ns, kp, k_off, e);
-      for (; e + kWideTail <= Dm; e += kWideTail) wide_axpy<kWideTail, V>(d, dqt_h, ones, dsw, ns, kp, k_off, e);
-      for (; e < Dm; ++e) wide_axpy<1, V>(d, dqt_h, ones, dsw, ns, kp, k_off, e);
+      wide_axpy_rows<V>(d, dqt + h * Dm * R, ones, dsw, ns, col.kp, h * p.k_strides.head, Dm);
     }
     // The cache holds an edge's heads together: one line per edge here, where a store per head and edge would walk
     // every line of the segment once per head (48 KB at 16 rows, past L1: 18% of dq_wide's time).

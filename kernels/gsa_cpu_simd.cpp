@@ -11,9 +11,10 @@
 // (TileRelations::pays_by_column). The forward and the backward by destination first try groups of one or two
 // vectors' lanes of rows (16 on AVX2 and AVX-512, 8 on SSE4 and NEON) as wide tiles (forward_wide, dq_wide): a row
 // per lane, so scores, dP and the output (dq) accumulate as GEMM-like register blocks of broadcast key and value
-// elements against vectors of rows; groups that do not tile that way run as above. Other rows with at least twice as many edges as distinct relations take
-// q . r_rel from a table of their relations (row_relations) instead of reading a relation row per edge. The
-// backward by destination can store P and dS of every edge and head (the edge cache) for the backward by source.
+// elements against vectors of rows; groups that do not tile that way run as above. Other rows with at least twice
+// as many edges as distinct relations take q . r_rel from a table of their relations (row_relations) instead of
+// reading a relation row per edge. The backward by destination can store P and dS of every edge and head (the edge
+// cache) for the backward by source.
 // Every output element is produced by one fixed sequence of operations that depends only on the graph (row groups,
 // and whether a group runs as a tile, are fixed by it), so results are bitwise identical across runs and thread
 // counts (they differ between targets, whose lane counts differ).

@@ -340,7 +340,6 @@ HWY_INLINE hn::Vec<D> chunk_scores(D d, const GsaParams& p, const T* const* q_u,
 // Rows of one work group (up to R): destination row (or source) ids and edge ranges.
 template <int R>
 struct RowGroupT {
-  static constexpr int kCap = R;
   int64_t u[R];
   int64_t e0[R];
   int64_t e1[R];
@@ -1277,17 +1276,16 @@ void init_state(const GsaParams& p, int n, T* m, T* l, T* acc) {
   std::fill(acc, acc + n * p.H * p.D, T(0));
 }
 
-// Calls f(group) for consecutive groups of up to `size` (<= R) rows of [u0, u1) not marked in skip, with their CSR
-// edge ranges.
+// Calls f(group) for consecutive groups of up to R rows of [u0, u1) not marked in skip, with their CSR edge ranges.
 template <int R = kGsaCpuRowGroup, typename F>
-void for_row_groups(const int64_t* row_ptr, int64_t u0, int64_t u1, const uint8_t* skip, F&& f, int size = R) {
+void for_row_groups(const int64_t* row_ptr, int64_t u0, int64_t u1, const uint8_t* skip, F&& f) {
   RowGroupT<R> grp;
   for (int64_t u = u0; u < u1; ++u) {
     if (skip != nullptr && skip[u]) continue;
     grp.u[grp.n] = u;
     grp.e0[grp.n] = row_ptr[u];
     grp.e1[grp.n] = row_ptr[u + 1];
-    if (++grp.n == size) {
+    if (++grp.n == R) {
       f(grp);
       grp.n = 0;
     }
@@ -1297,8 +1295,8 @@ void for_row_groups(const int64_t* row_ptr, int64_t u0, int64_t u1, const uint8_
 
 // The groups of rows [u0, u1) not marked in skip of the forward and the backward by destination: wide(group, unions)
 // for each group of a wide tile's rows whose sources tile (it returns whether it ran the group as a wide tile),
-// four(group) for the groups of kGsaCpuRowGroup rows of the others. Lanes are a multiple of kGsaCpuRowGroup and divide the row blocks, so these are the groups the
-// forward forms without wide tiles.
+// four(group) for the groups of kGsaCpuRowGroup rows of the others. A wide tile's rows are a multiple of
+// kGsaCpuRowGroup and divide the row blocks, so these are the groups formed without wide tiles.
 template <typename T, typename W, typename F>
 void for_wide_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, W&& wide, F&& four) {
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
@@ -1310,7 +1308,7 @@ void for_wide_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* 
           tile_union(hn::ScalableTag<T>(), p, wg, p.graph.col, wide_16<T>() ? kWideWaste16 : kTileWaste);
       if (unions > 0 && wide(wg, unions)) return;
       for (int s = 0; s < wg.n; s += kGsaCpuRowGroup) four(piece_group(wg.n - s, wg.u + s, wg.e0 + s, wg.e1 + s));
-    }, NW);
+    });
     return;
   }
 #endif
@@ -1577,6 +1575,50 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
   }
 }
 
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+// Relation gradients of a tile's rows from W, the sums of dS per head, slot and row (W [H][nslot][stride], row i at
+// + i), slots in order. Row i's dq: acc_h += sum_s W r_s (acc_h = acc + h * acc_head).
+template <class D, typename T = hn::TFromD<D>>
+void add_slot_rows(D d, const GsaParams& p, const TileRelations& rels, int nslot, const T* wsum, int stride, int i,
+                   T* acc, int64_t acc_head) {
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  const T* rel = static_cast<const T*>(p.rel_emb);
+  const T* rp[kMaxLanes];
+  HWY_ALIGN T wr[kMaxLanes];
+  for (int64_t h = 0; h < p.H; ++h) {
+    const T* w_h = wsum + h * nslot * stride;
+    for (int s0 = 0; s0 < nslot; s0 += N) {
+      const int n = std::min(N, nslot - s0);
+      for (int j = 0; j < n; ++j) {
+        rp[j] = rel + rels.relation(s0 + j) * p.rel_stride;
+        wr[j] = w_h[(s0 + j) * stride + i];
+      }
+      group_axpy<false>(d, acc + h * acc_head, T(1), wr, n, rp, 0, rp, p.D);
+    }
+  }
+}
+// d_rel_emb[rel_s] += scale sum_{i < n, h} W q_i,h for every slot s in order (q[i]: row i's query row).
+template <class D, typename T = hn::TFromD<D>>
+void add_slot_grads(D d, const GsaParams& p, const TileRelations& rels, int nslot, const T* wsum, int stride, int n,
+                    const T* const* q, T* rel_part) {
+  const T* q_heads[kMaxHeads];
+  HWY_ALIGN T w[kMaxHeads];
+  for (int s = 0; s < nslot; ++s) {
+    T* part = rel_part + rels.relation(s) * p.D;
+    for (int i = 0; i < n; ++i) {
+      for (int64_t h0 = 0; h0 < p.H; h0 += kMaxHeads) {
+        const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, p.H - h0));
+        for (int hh = 0; hh < nh; ++hh) {
+          q_heads[hh] = q[i] + (h0 + hh) * p.q_strides.head;
+          w[hh] = wsum[(h0 + hh) * nslot * stride + s * stride + i] * static_cast<T>(p.scale);
+        }
+        group_axpy<false>(d, part, T(1), w, nh, q_heads, 0, q_heads, p.D);
+      }
+    }
+  }
+}
+#endif
+
 // Backward by destination as a register tile (see forward_tile): scores and dP = dO_i . v_j of the group's rows over
 // the union of their sources, dq_i += dS_ij k_j with each key row loaded once for the group. Relation gradients go
 // through the group's relation slots: W [H][slot * kTileRows + i] sums dS per relation, then dq_i,h += sum W r_rel
@@ -1649,38 +1691,8 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
     }
   }
   if constexpr (REL) {  // the relation sums, slots in order
-    const T* relp = static_cast<const T*>(p.rel_emb);
-    const int nl = N;
-    const T* rp[kMaxLanes * 2];
-    HWY_ALIGN T wr[kMaxLanes * 2];
-    for (int i = 0; i < grp.n; ++i) {
-      for (int64_t h = 0; h < H; ++h) {  // dq_i,h += sum_s W r_s
-        const T* w_h = wsum + h * nslot * kTileRows;
-        for (int s0 = 0; s0 < nslot; s0 += nl) {
-          const int n = std::min(nl, nslot - s0);
-          for (int j = 0; j < n; ++j) {
-            rp[j] = relp + rels.relation(s0 + j) * p.rel_stride;
-            wr[j] = w_h[(s0 + j) * kTileRows + i];
-          }
-          group_axpy<false>(d, dq_acc + (i * H + h) * Dm, T(1), wr, n, rp, 0, rp, Dm);
-        }
-      }
-    }
-    const T* q_heads[kMaxHeads];
-    HWY_ALIGN T w[kMaxHeads];
-    for (int s = 0; s < nslot; ++s) {  // d_rel_emb[rel] += scale sum_i,h W q_i,h
-      T* part = rel_part + rels.relation(s) * Dm;
-      for (int i = 0; i < grp.n; ++i) {
-        for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
-          const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
-          for (int hh = 0; hh < nh; ++hh) {
-            q_heads[hh] = q_u[i] + (h0 + hh) * p.q_strides.head;
-            w[hh] = wsum[(h0 + hh) * nslot * kTileRows + s * kTileRows + i] * static_cast<T>(p.scale);
-          }
-          group_axpy<false>(d, part, T(1), w, nh, q_heads, 0, q_heads, Dm);
-        }
-      }
-    }
+    for (int i = 0; i < grp.n; ++i) add_slot_rows(d, p, rels, nslot, wsum, kTileRows, i, dq_acc + i * H * Dm, Dm);
+    add_slot_grads(d, p, rels, nslot, wsum, kTileRows, grp.n, q_u, rel_part);
   }
   return true;
 #else
@@ -1716,8 +1728,8 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
   T* delv = lsev + H * R;          // [H][R]
   T* tab = delv + H * R;           // [H][slot][R] = q_i,h . r of the slot's relation
   T* wsum = tab + H * nslot * R;   // [H][slot][R]: sum of dS per relation
-  T* row = wsum + H * nslot * R;   // [D]: one row's dq
-  T* pds_seg = row + Dm;           // [H][kWideSeg * R][2]: a segment's P and dS, written to pds after its heads
+  T* row = wsum + H * nslot * R;   // [H][D]: one row's dq
+  T* pds_seg = row + H * Dm;          // [H][kWideSeg * R][2]: a segment's P and dS, written to pds after its heads
   wide_transpose(p, b, grp, in.q, p.q_strides, qt);
   wide_transpose(p, b, grp, static_cast<const T*>(p.d_o), p.d_o_strides, dot);
   for (int i = 0; i < R; ++i) {
@@ -1766,7 +1778,8 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
             Vec x = s[c * V + v];
             if (REL) x = col.add_relation(d, x, tab_h, j, t, v);
             const auto valid = hn::Gt(hn::Load(d, col.ok + t), hn::Zero(d));
-            const Vec pr = hn::IfThenElseZero(valid, vexp(d, hn::Sub(hn::Mul(x, scale), hn::Load(d, lsev + h * R + v * N))));
+            const Vec lse_v = hn::Load(d, lsev + h * R + v * N);
+            const Vec pr = hn::IfThenElseZero(valid, vexp(d, hn::Sub(hn::Mul(x, scale), lse_v)));
             hn::Store(pr, d, pw + t);
             const Vec ds = hn::Mul(pr, hn::Sub(s2[c * V + v], hn::Load(d, delv + h * R + v * N)));
             hn::Store(hn::IfThenElseZero(valid, ds), d, dsw + t);
@@ -1807,44 +1820,19 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
   }
   // dq_i,h = scale (dq^T + sum_s W r_s); then d_rel_emb[rel] += scale sum_i,h W q_i,h, slots in order.
   T* dq = static_cast<T*>(p.dq);
-  const T* rp[kMaxLanes * 2];
-  HWY_ALIGN T wr[kMaxLanes * 2];
+  const T* q_rows[R];
   for (int i = 0; i < grp.n; ++i) {
+    q_rows[i] = in.q + at(p.q_strides, b, grp.u[i]);
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t e = 0; e < Dm; ++e) row[h * Dm + e] = dqt[(h * Dm + e) * R + i];
+    }
+    if constexpr (REL) add_slot_rows(d, p, rels, nslot, wsum, R, i, row, Dm);
     T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t e = 0; e < Dm; ++e) row[e] = dqt[(h * Dm + e) * R + i];
-      if constexpr (REL) {
-        const T* w_h = wsum + h * nslot * R;
-        for (int s0 = 0; s0 < nslot; s0 += N) {
-          const int n = std::min(N, nslot - s0);
-          for (int j = 0; j < n; ++j) {
-            rp[j] = in.rel + rels.relation(s0 + j) * p.rel_stride;
-            wr[j] = w_h[(s0 + j) * R + i];
-          }
-          group_axpy<false>(d, row, T(1), wr, n, rp, 0, rp, Dm);
-        }
-      }
-      scale_copy(d, dq_u + h * p.dq_strides.head, row, static_cast<T>(p.scale), Dm);
+      scale_copy(d, dq_u + h * p.dq_strides.head, row + h * Dm, static_cast<T>(p.scale), Dm);
     }
   }
-  if constexpr (REL) {
-    const T* q_heads[kMaxHeads];
-    HWY_ALIGN T w[kMaxHeads];
-    for (int sl = 0; sl < nslot; ++sl) {
-      T* part = rel_part + rels.relation(sl) * Dm;
-      for (int i = 0; i < grp.n; ++i) {
-        const T* q_i = in.q + at(p.q_strides, b, grp.u[i]);
-        for (int64_t h0 = 0; h0 < H; h0 += kMaxHeads) {
-          const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, H - h0));
-          for (int hh = 0; hh < nh; ++hh) {
-            q_heads[hh] = q_i + (h0 + hh) * p.q_strides.head;
-            w[hh] = wsum[(h0 + hh) * nslot * R + sl * R + i] * static_cast<T>(p.scale);
-          }
-          group_axpy<false>(d, part, T(1), w, nh, q_heads, 0, q_heads, Dm);
-        }
-      }
-    }
-  }
+  if constexpr (REL) add_slot_grads(d, p, rels, nslot, wsum, R, grp.n, q_rows, rel_part);
   return true;
 }
 #else

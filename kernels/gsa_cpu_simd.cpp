@@ -631,6 +631,11 @@ class TileRelations {
   }
   int32_t slot(int32_t r) const { return slot_of_[r]; }
   int32_t relation(int s) const { return rels_[s]; }
+  // r's slot, a new one (after the table's) where r has none yet.
+  int32_t slot_adding(int32_t r) {
+    add(r);
+    return slot_of_[r];
+  }
 
   // Column relations instead: a column of the union whose rows all reach it under one relation adds that relation's
   // row to the key row, once for the whole group (tile_dots<true>); only the edges of columns whose rows disagree
@@ -1082,7 +1087,7 @@ void wide_table(D d, const GsaParams& p, const TileRelations& rels, const T* qt,
 // One segment of a wide tile's union as both wide tiles read it: each column's key and value rows, the mask ok
 // (1 where row i has an edge to column j, at j*R + i), and how its relation term comes: none (also padding), a
 // slot's vectors (kSlot), gathered per lane (kGather, lane indices in tix), or added to the key row (kKeyRel,
-// relation row rrow; by column only). Written before the head loop.
+// relation row rrow and the relation in slot; by column only). Written before the head loop.
 template <typename T, int R>
 struct WideColumns {
   using TI = hn::TFromD<hn::RebindToSigned<hn::ScalableTag<T>>>;
@@ -1104,6 +1109,18 @@ struct WideColumns {
     }
     return x;
   }
+  // xp[j] = column j's key row in the head at k_off, kKeyRel columns' plus their relation row (written to kr [j][D]).
+  void key_rows(int padded, int64_t k_off, int64_t Dm, T* kr, const T** xp) const {
+    for (int j = 0; j < padded; ++j) {
+      if (kind[j] != kKeyRel) {
+        xp[j] = kp[j] + k_off;
+        continue;
+      }
+      T* krj = kr + j * Dm;
+      for (int64_t e = 0; e < Dm; ++e) krj[e] = kp[j][k_off + e] + rrow[j][e];
+      xp[j] = krj;
+    }
+  }
   void fill(const GsaParams& p, const In<T>& in, int64_t b, const TileUnion<kWideSeg, R>& un,
             const TileRelations& rels) {
     for (int j = 0; j < un.padded; ++j) {
@@ -1117,6 +1134,7 @@ struct WideColumns {
       if (c >= 0 && rels.by_column()) {
         kind[j] = kKeyRel;
         rrow[j] = in.rel + c * p.rel_stride;
+        slot[j] = c;
       } else if (c >= 0) {
         kind[j] = kSlot;
         slot[j] = rels.slot(c);
@@ -1178,15 +1196,7 @@ bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_
       const int64_t k_off = h * p.k_strides.head;
       const T* qt_h = qt + h * Dm * R;
       const T* tab_h = tab + h * nslot * R;
-      for (int j = 0; j < padded; ++j) {
-        if (col.kind[j] != Cols::kKeyRel) {
-          xp[j] = col.kp[j] + k_off;
-          continue;
-        }
-        T* krj = kr + j * Dm;
-        for (int64_t e = 0; e < Dm; ++e) krj[e] = col.kp[j][k_off + e] + col.rrow[j][e];
-        xp[j] = krj;
-      }
+      col.key_rows(padded, k_off, Dm, kr, xp);
       Vec mx[V];
       Vec s[kWideAcc];
       for (int v = 0; v < V; ++v) mx[v] = neg_inf;
@@ -1297,15 +1307,19 @@ void for_row_groups(const int64_t* row_ptr, int64_t u0, int64_t u1, const uint8_
 // for each group of a wide tile's rows whose sources tile (it returns whether it ran the group as a wide tile),
 // four(group) for the groups of kGsaCpuRowGroup rows of the others. A wide tile's rows are a multiple of
 // kGsaCpuRowGroup and divide the row blocks, so these are the groups formed without wide tiles.
+// by_source: the sources [u0, u1) of the backward by source instead, over the transposed graph (no relation terms).
 template <typename T, typename W, typename F>
-void for_wide_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, W&& wide, F&& four) {
+void for_wide_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, W&& wide, F&& four,
+                     bool by_source = false) {
+  const int64_t* row_ptr = by_source ? p.graph.t_row_ptr : p.graph.row_ptr;
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
   constexpr int NW = wide_rows<T>();
   if constexpr (NW >= kGsaCpuRowGroup) {
     static_assert(NW % kGsaCpuRowGroup == 0 && kGsaCpuRowBlock % NW == 0, "wide tiles regroup whole row groups");
-    for_row_groups<NW>(p.graph.row_ptr, u0, u1, skip, [&](const WideGroup<T>& wg) {
-      const int64_t unions = !wide_feasible<T>(p, wg) ? 0 :
-          tile_union(hn::ScalableTag<T>(), p, wg, p.graph.col, wide_16<T>() ? kWideWaste16 : kTileWaste);
+    const int32_t* col = by_source ? p.graph.t_col : p.graph.col;
+    for_row_groups<NW>(row_ptr, u0, u1, skip, [&](const WideGroup<T>& wg) {
+      const int64_t unions = !by_source && !wide_feasible<T>(p, wg) ? 0 :
+          tile_union(hn::ScalableTag<T>(), p, wg, col, wide_16<T>() ? kWideWaste16 : kTileWaste);
       if (unions > 0 && wide(wg, unions)) return;
       for (int s = 0; s < wg.n; s += kGsaCpuRowGroup) four(piece_group(wg.n - s, wg.u + s, wg.e0 + s, wg.e1 + s));
     });
@@ -1313,7 +1327,7 @@ void for_wide_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* 
   }
 #endif
   (void)wide;
-  for_row_groups(p.graph.row_ptr, u0, u1, skip, four);
+  for_row_groups(row_ptr, u0, u1, skip, four);
 }
 
 // The forward of a group's rows (or pieces) into the state m, l, acc (scratch beyond them: the relation tables):
@@ -1599,8 +1613,8 @@ void add_slot_rows(D d, const GsaParams& p, const TileRelations& rels, int nslot
 }
 // d_rel_emb[rel_s] += scale sum_{i < n, h} W q_i,h for every slot s in order (q[i]: row i's query row).
 template <class D, typename T = hn::TFromD<D>>
-void add_slot_grads(D d, const GsaParams& p, const TileRelations& rels, int nslot, const T* wsum, int stride, int n,
-                    const T* const* q, T* rel_part) {
+void add_slot_grads(D d, const GsaParams& p, const TileRelations& rels, int nslot, const T* wsum, int64_t head_stride,
+                    int stride, int n, const T* const* q, T* rel_part) {
   const T* q_heads[kMaxHeads];
   HWY_ALIGN T w[kMaxHeads];
   for (int s = 0; s < nslot; ++s) {
@@ -1610,7 +1624,7 @@ void add_slot_grads(D d, const GsaParams& p, const TileRelations& rels, int nslo
         const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, p.H - h0));
         for (int hh = 0; hh < nh; ++hh) {
           q_heads[hh] = q[i] + (h0 + hh) * p.q_strides.head;
-          w[hh] = wsum[(h0 + hh) * nslot * stride + s * stride + i] * static_cast<T>(p.scale);
+          w[hh] = wsum[(h0 + hh) * head_stride + s * stride + i] * static_cast<T>(p.scale);
         }
         group_axpy<false>(d, part, T(1), w, nh, q_heads, 0, q_heads, p.D);
       }
@@ -1692,7 +1706,7 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
   }
   if constexpr (REL) {  // the relation sums, slots in order
     for (int i = 0; i < grp.n; ++i) add_slot_rows(d, p, rels, nslot, wsum, kTileRows, i, dq_acc + i * H * Dm, Dm);
-    add_slot_grads(d, p, rels, nslot, wsum, kTileRows, grp.n, q_u, rel_part);
+    add_slot_grads(d, p, rels, nslot, wsum, nslot * kTileRows, kTileRows, grp.n, q_u, rel_part);
   }
   return true;
 #else
@@ -1702,16 +1716,18 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
 }
 
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
-// Backward by destination of a group of lanes rows as a wide tile (see forward_wide), with one table of every
-// relation as dq_tile: per segment and head the scores and dP = dO_i . v_j are wide_dots against the rows' queries
-// and output gradients held transposed, P and dS lane-wise, then dq^T += dS_j k_j as wide_axpy. Writes the rows' dq,
-// P and dS of their edges into pds when given, and the relation gradients as dq_tile does. Scratch: as
-// forward_wide's, with dO^T and dq^T beside qt (gsa_cpu_scratch_elems).
+// Backward by destination of a group of lanes rows as a wide tile (see forward_wide), relation terms as there (one
+// table, or by column): per segment and head the scores and dP = dO_i . v_j are wide_dots against the rows' queries
+// and output gradients held transposed, P and dS lane-wise, then dq^T += dS_j k_j as wide_axpy. Every edge's dS
+// also goes to W, its sum per row and relation (agreeing columns' relations take slots past the table's), and at
+// the end dq^T += W r_s per slot (a wide_axpy over the relation rows) and d_rel_emb[rel] += scale sum_i,h W q_i,h.
+// Writes P and dS of the rows' edges into pds when given. Scratch: as forward_wide's, with dO^T and dq^T beside qt
+// (gsa_cpu_scratch_elems).
 template <bool REL, typename T>
 bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t unions, T* rel_part, T* pds,
              T* scratch) {
   TileRelations rels;
-  if (REL && !rels.pays(p, grp, unions)) return false;
+  if (REL && !wide_relations<T>(p, grp, unions, rels)) return false;
   const hn::ScalableTag<T> d;
   using Vec = hn::Vec<decltype(d)>;
   constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
@@ -1720,16 +1736,17 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
   const In<T> in(p);
   const GsaGraphView& g = p.graph;
   const int64_t H = p.H, Dm = p.D, HDR = H * Dm * R;
-  const int nslot = rels.count();
+  const int ntab = rels.count();
+  const int64_t ws = p.R * R;      // W's head stride: room for every relation's slot
   T* qt = wide_scratch(scratch);   // [H][D][R]
   T* dot = qt + HDR;               // [H][D][R]: dO transposed
-  T* dqt = dot + HDR;              // [H][D][R]: unscaled dq transposed, without relation terms
+  T* dqt = dot + HDR;              // [H][D][R]: unscaled dq transposed
   T* lsev = dqt + HDR;             // [H][R]
   T* delv = lsev + H * R;          // [H][R]
-  T* tab = delv + H * R;           // [H][slot][R] = q_i,h . r of the slot's relation
-  T* wsum = tab + H * nslot * R;   // [H][slot][R]: sum of dS per relation
-  T* row = wsum + H * nslot * R;   // [H][D]: one row's dq
-  T* pds_seg = row + H * Dm;          // [H][kWideSeg * R][2]: a segment's P and dS, written to pds after its heads
+  T* tab = delv + H * R;           // [H][ntab][R] = q_i,h . r of the table's relations
+  T* wsum = tab + H * ntab * R;    // [H][p.R][R]: sum of dS per slot, the slots in use zeroed
+  T* kr = wsum + H * ws;           // [kWideSeg][D]: key rows plus their column's relation row (by column)
+  T* pds_seg = kr + kWideSeg * Dm; // [H][2][kWideSeg * R]: a segment's P, then dS, written to pds after its heads
   wide_transpose(p, b, grp, in.q, p.q_strides, qt);
   wide_transpose(p, b, grp, static_cast<const T*>(p.d_o), p.d_o_strides, dot);
   for (int i = 0; i < R; ++i) {
@@ -1743,11 +1760,12 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
     }
   }
   std::fill(dqt, dqt + HDR, T(0));
-  std::fill(wsum, wsum + H * nslot * R, T(0));
+  for (int64_t h = 0; h < H; ++h) std::fill(wsum + h * ws, wsum + h * ws + ntab * R, T(0));
   if constexpr (REL) wide_table<V>(d, p, rels, qt, tab);
   using Cols = WideColumns<T, R>;
   TileUnion<kWideSeg, R> un(grp, g.col);
   Cols col;
+  int32_t wslot[kWideSeg];  // W's slot of kSlot and kKeyRel columns
   const T* xk[kWideSeg];
   const T* xv[kWideSeg];
   HWY_ALIGN T pw[kWideSeg * R];
@@ -1758,13 +1776,20 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
   while (un.next(kWideTail)) {
     const int ns = un.n, padded = un.padded;
     col.fill(p, in, b, un, rels);
+    for (int j = 0; REL && j < ns; ++j) {
+      if (col.kind[j] == Cols::kSlot) wslot[j] = col.slot[j];
+      if (col.kind[j] != Cols::kKeyRel) continue;
+      const int fresh = rels.count();
+      wslot[j] = rels.slot_adding(col.slot[j]);
+      if (wslot[j] < fresh) continue;
+      for (int64_t h = 0; h < H; ++h) std::fill_n(wsum + h * ws + wslot[j] * R, R, T(0));
+    }
     for (int64_t h = 0; h < H; ++h) {
       const T* qt_h = qt + h * Dm * R;
       const T* dot_h = dot + h * Dm * R;
-      const T* tab_h = tab + h * nslot * R;
-      for (int j = 0; j < padded; ++j) {
-        xk[j] = col.kp[j] + h * p.k_strides.head, xv[j] = col.vp[j] + h * p.v_strides.head;
-      }
+      const T* tab_h = tab + h * ntab * R;
+      col.key_rows(padded, h * p.k_strides.head, Dm, kr, xk);
+      for (int j = 0; j < padded; ++j) xv[j] = col.vp[j] + h * p.v_strides.head;
       Vec s[kWideAcc];
       Vec s2[kWideAcc];
       wide_blocks<V>(padded, [&](int j0, auto cols) {
@@ -1786,20 +1811,22 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
           }
         }
       });
-      T* seg_h = pds_seg + h * kWideSeg * R * 2;
+      T* seg_h = pds_seg + h * 2 * kWideSeg * R;
       if (pds != nullptr) {
-        for (int t = 0; t < ns * R; ++t) seg_h[2 * t] = pw[t], seg_h[2 * t + 1] = dsw[t];
+        std::copy(pw, pw + ns * R, seg_h);
+        std::copy(dsw, dsw + ns * R, seg_h + kWideSeg * R);
       }
       if constexpr (REL) {  // dS summed per relation: a column whose rows agree as vectors, the others per lane
-        T* w_h = wsum + h * nslot * R;
+        T* w_h = wsum + h * ws;
         for (int j = 0; j < ns; ++j) {
-          if (col.kind[j] == Cols::kSlot) {
-            for (int v = 0; v < V; ++v) {
-              T* w = w_h + col.slot[j] * R + v * N;
-              hn::Store(hn::Add(hn::Load(d, w), hn::Load(d, dsw + j * R + v * N)), d, w);
-            }
-          } else if (col.kind[j] == Cols::kGather) {
+          if (col.kind[j] == Cols::kGather) {
             for (int i = 0; i < R; ++i) w_h[col.tix[j * R + i]] += dsw[j * R + i];
+            continue;
+          }
+          if (col.kind[j] == Cols::kNone) continue;
+          for (int v = 0; v < V; ++v) {
+            T* w = w_h + wslot[j] * R + v * N;
+            hn::Store(hn::Add(hn::Load(d, w), hn::Load(d, dsw + j * R + v * N)), d, w);
           }
         }
       }
@@ -1812,27 +1839,34 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
         if (un.at[t] < 0) continue;
         T* cache = pds + (b * g.n_edges + un.at[t]) * H * 2;
         for (int64_t h = 0; h < H; ++h) {
-          const T* seg_h = pds_seg + h * kWideSeg * R * 2;
-          cache[2 * h] = seg_h[2 * t], cache[2 * h + 1] = seg_h[2 * t + 1];
+          const T* seg_h = pds_seg + h * 2 * kWideSeg * R;
+          cache[2 * h] = seg_h[t], cache[2 * h + 1] = seg_h[kWideSeg * R + t];
         }
       }
     }
   }
   // dq_i,h = scale (dq^T + sum_s W r_s); then d_rel_emb[rel] += scale sum_i,h W q_i,h, slots in order.
+  const int nslot = rels.count();
+  if constexpr (REL) {
+    thread_local std::vector<const T*> rrows;
+    rrows.resize(static_cast<size_t>(nslot));
+    for (int s = 0; s < nslot; ++s) rrows[s] = in.rel + rels.relation(s) * p.rel_stride;
+    for (int64_t h = 0; h < H; ++h) {
+      wide_axpy_rows<V>(d, dqt + h * Dm * R, ones, wsum + h * ws, nslot, rrows.data(), 0, Dm);
+    }
+  }
   T* dq = static_cast<T*>(p.dq);
   const T* q_rows[R];
   for (int i = 0; i < grp.n; ++i) {
     q_rows[i] = in.q + at(p.q_strides, b, grp.u[i]);
-    for (int64_t h = 0; h < H; ++h) {
-      for (int64_t e = 0; e < Dm; ++e) row[h * Dm + e] = dqt[(h * Dm + e) * R + i];
-    }
-    if constexpr (REL) add_slot_rows(d, p, rels, nslot, wsum, R, i, row, Dm);
     T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
     for (int64_t h = 0; h < H; ++h) {
-      scale_copy(d, dq_u + h * p.dq_strides.head, row + h * Dm, static_cast<T>(p.scale), Dm);
+      T* out = dq_u + h * p.dq_strides.head;
+      const T* dqt_h = dqt + h * Dm * R;
+      for (int64_t e = 0; e < Dm; ++e) out[e] = dqt_h[e * R + i] * static_cast<T>(p.scale);
     }
   }
-  if constexpr (REL) add_slot_grads(d, p, rels, nslot, wsum, R, grp.n, q_rows, rel_part);
+  if constexpr (REL) add_slot_grads(d, p, rels, nslot, wsum, ws, R, grp.n, q_rows, rel_part);
   return true;
 }
 #else
@@ -2039,6 +2073,75 @@ void dkv_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_acc, T* 
 #endif
 }
 
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+// Backward by source of a group of lanes sources as a wide tile (see forward_wide): the sources walk the union of
+// their destinations, each segment's P and dS read from the edge cache for all heads at once (an edge's heads share
+// a line), then per head dk^T += dS_j q_j and dv^T += P_j dO_j as wide_axpy over the destinations' rows, source i
+// in lane i. Scratch: dk^T and dv^T [H][D][R] and a segment's P and dS [H][2][kWideSeg * R] (gsa_cpu_scratch_elems).
+template <typename T>
+bool dkv_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, const T* pds, T* scratch) {
+  const hn::ScalableTag<T> d;
+  using Vec = hn::Vec<decltype(d)>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
+  constexpr int V = wide_vecs<T>();
+  constexpr int R = V * N;
+  constexpr int SR = kWideSeg * R;
+  const In<T> in(p);
+  const GsaGraphView& g = p.graph;
+  const int64_t H = p.H, Dm = p.D, HDR = H * Dm * R;
+  T* dkt = wide_scratch(scratch);  // [H][D][R]: unscaled dk transposed
+  T* dvt = dkt + HDR;              // [H][D][R]
+  T* seg = dvt + HDR;              // [H][2][kWideSeg * R]: P, then dS, of (destination j, source i) at j*R + i
+  std::fill(dkt, dkt + 2 * HDR, T(0));
+  const T* d_o = static_cast<const T*>(p.d_o);
+  const T* qp[kWideSeg];
+  const T* dop[kWideSeg];
+  Vec ones[V];
+  for (int v = 0; v < V; ++v) ones[v] = hn::Set(d, T(1));
+  TileUnion<kWideSeg, R> un(grp, g.t_col);
+  while (un.next(1)) {
+    const int ns = un.n;
+    for (int j = 0; j < ns; ++j) {
+      qp[j] = in.q + at(p.q_strides, b, un.node[j]);
+      dop[j] = d_o + at(p.d_o_strides, b, un.node[j]);
+    }
+    for (int t = 0; t < ns * R; ++t) {
+      const T* cache = un.at[t] < 0 ? nullptr : pds + (b * g.n_edges + g.t_edge[un.at[t]]) * H * 2;
+      for (int64_t h = 0; h < H; ++h) {
+        seg[h * 2 * SR + t] = cache != nullptr ? cache[2 * h] : T(0);
+        seg[(h * 2 + 1) * SR + t] = cache != nullptr ? cache[2 * h + 1] : T(0);
+      }
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      wide_axpy_rows<V>(d, dkt + h * Dm * R, ones, seg + (h * 2 + 1) * SR, ns, qp, h * p.q_strides.head, Dm);
+      wide_axpy_rows<V>(d, dvt + h * Dm * R, ones, seg + h * 2 * SR, ns, dop, h * p.d_o_strides.head, Dm);
+    }
+  }
+  T* dk = static_cast<T*>(p.dk);
+  T* dv = static_cast<T*>(p.dv);
+  for (int i = 0; i < grp.n; ++i) {
+    T* dk_v = dk + at(p.dk_strides, b, grp.u[i]);
+    T* dv_v = dv + at(p.dv_strides, b, grp.u[i]);
+    for (int64_t h = 0; h < H; ++h) {
+      const T* dkt_h = dkt + h * Dm * R;
+      const T* dvt_h = dvt + h * Dm * R;
+      T* dk_h = dk_v + h * p.dk_strides.head;
+      T* dv_h = dv_v + h * p.dv_strides.head;
+      for (int64_t e = 0; e < Dm; ++e) {
+        dk_h[e] = dkt_h[e * R + i] * static_cast<T>(p.scale);
+        dv_h[e] = dvt_h[e * R + i];
+      }
+    }
+  }
+  return true;
+}
+#else
+template <typename T, class G>
+bool dkv_wide(const GsaParams&, int64_t, const G&, const T*, T*) {
+  return false;
+}
+#endif
+
 template <bool REL, typename T>
 void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, const T* pds,
                 T* scratch) {
@@ -2048,7 +2151,7 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
   T* dv_acc = dk_acc + kGsaCpuRowGroup * H * D;
   T* dk = static_cast<T*>(p.dk);
   T* dv = static_cast<T*>(p.dv);
-  for_row_groups(p.graph.t_row_ptr, v0, v1, skip, [&](const RowGroup& grp) {
+  const auto four = [&](const RowGroup& grp) {
     std::fill(dk_acc, dk_acc + kGsaCpuRowGroup * H * D, T(0));  // all rows: the tile also runs missing ones
     std::fill(dv_acc, dv_acc + kGsaCpuRowGroup * H * D, T(0));
     if (pds != nullptr && tile_union(d, p, grp, p.graph.t_col) > 0) dkv_tile(p, b, grp, dk_acc, dv_acc, pds);
@@ -2061,7 +2164,13 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
         scale_copy(d, dv_v + h * p.dv_strides.head, dv_acc + (i * H + h) * D, T(1), D);
       }
     }
-  });
+  };
+  if (pds == nullptr) {
+    for_row_groups(p.graph.t_row_ptr, v0, v1, skip, four);
+    return;
+  }
+  for_wide_groups<T>(
+      p, v0, v1, skip, [&](const auto& wg, int64_t) { return dkv_wide(p, b, wg, pds, scratch); }, four, true);
 }
 
 template <typename T>

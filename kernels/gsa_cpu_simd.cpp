@@ -27,6 +27,7 @@
 #define HWY_TARGET_INCLUDE "kernels/gsa_cpu_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -1611,24 +1612,54 @@ void add_slot_rows(D d, const GsaParams& p, const TileRelations& rels, int nslot
     }
   }
 }
-// d_rel_emb[rel_s] += scale sum_{i < n, h} W q_i,h for every slot s in order (q[i]: row i's query row).
-template <class D, typename T = hn::TFromD<D>>
-void add_slot_grads(D d, const GsaParams& p, const TileRelations& rels, int nslot, const T* wsum, int64_t head_stride,
-                    int stride, int n, const T* const* q, T* rel_part) {
-  const T* q_heads[kMaxHeads];
-  HWY_ALIGN T w[kMaxHeads];
-  for (int s = 0; s < nslot; ++s) {
-    T* part = rel_part + rels.relation(s) * p.D;
+#endif
+
+#if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+// d_rel_emb[rel_s] += scale sum_{h, i < n} W_h[s][i] q_i,h[e] for K slots from s0 and E vectors of D from e0
+// (W_h = wsum + h * ws, slot s at s * R): K*E accumulators against broadcast W and the rows' query vectors.
+template <int K, int E, class D, typename T = hn::TFromD<D>>
+HWY_INLINE void wide_grads(D d, const GsaParams& p, const TileRelations& rels, const T* wsum, int64_t ws, int R,
+                           int n, const T* const* q, int s0, int64_t e0, T* rel_part) {
+  using Vec = hn::Vec<D>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  Vec a[K * E];
+  for (int t = 0; t < K * E; ++t) a[t] = hn::Zero(d);
+  for (int64_t h = 0; h < p.H; ++h) {
+    const T* w_h = wsum + h * ws + s0 * R;
     for (int i = 0; i < n; ++i) {
-      for (int64_t h0 = 0; h0 < p.H; h0 += kMaxHeads) {
-        const int nh = static_cast<int>(std::min<int64_t>(kMaxHeads, p.H - h0));
-        for (int hh = 0; hh < nh; ++hh) {
-          q_heads[hh] = q[i] + (h0 + hh) * p.q_strides.head;
-          w[hh] = wsum[(h0 + hh) * head_stride + s * stride + i] * static_cast<T>(p.scale);
-        }
-        group_axpy<false>(d, part, T(1), w, nh, q_heads, 0, q_heads, p.D);
+      const T* q_ih = q[i] + h * p.q_strides.head + e0;
+      Vec qv[E];
+      for (int x = 0; x < E; ++x) qv[x] = hn::LoadU(d, q_ih + x * N);
+      for (int k = 0; k < K; ++k) {
+        const Vec wb = hn::Set(d, w_h[k * R + i]);
+        for (int x = 0; x < E; ++x) a[k * E + x] = hn::MulAdd(wb, qv[x], a[k * E + x]);
       }
     }
+  }
+  const Vec scale = hn::Set(d, static_cast<T>(p.scale));
+  for (int k = 0; k < K; ++k) {
+    T* part = rel_part + rels.relation(s0 + k) * p.D + e0;
+    for (int x = 0; x < E; ++x) {
+      hn::StoreU(hn::MulAdd(a[k * E + x], scale, hn::LoadU(d, part + x * N)), d, part + x * N);
+    }
+  }
+}
+
+// wide_grads over every slot and the whole of D (a multiple of the lanes), for both tiles by destination: blocks of
+// 6 slots by 2 vectors, then single slots and vectors.
+template <class D, typename T = hn::TFromD<D>>
+void wide_slot_grads(D d, const GsaParams& p, const TileRelations& rels, int nslot, const T* wsum, int64_t ws, int R,
+                     int n, const T* const* q, T* rel_part) {
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  constexpr int K = 6, E = 2;
+  int s0 = 0;
+  for (; s0 + K <= nslot; s0 += K) {
+    int64_t e0 = 0;
+    for (; e0 + E * N <= p.D; e0 += E * N) wide_grads<K, E>(d, p, rels, wsum, ws, R, n, q, s0, e0, rel_part);
+    for (; e0 < p.D; e0 += N) wide_grads<K, 1>(d, p, rels, wsum, ws, R, n, q, s0, e0, rel_part);
+  }
+  for (; s0 < nslot; ++s0) {
+    for (int64_t e0 = 0; e0 < p.D; e0 += N) wide_grads<1, 1>(d, p, rels, wsum, ws, R, n, q, s0, e0, rel_part);
   }
 }
 #endif
@@ -1706,7 +1737,7 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
   }
   if constexpr (REL) {  // the relation sums, slots in order
     for (int i = 0; i < grp.n; ++i) add_slot_rows(d, p, rels, nslot, wsum, kTileRows, i, dq_acc + i * H * Dm, Dm);
-    add_slot_grads(d, p, rels, nslot, wsum, nslot * kTileRows, kTileRows, grp.n, q_u, rel_part);
+    wide_slot_grads(d, p, rels, nslot, wsum, nslot * kTileRows, kTileRows, grp.n, q_u, rel_part);
   }
   return true;
 #else
@@ -1866,7 +1897,7 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
       for (int64_t e = 0; e < Dm; ++e) out[e] = dqt_h[e * R + i] * static_cast<T>(p.scale);
     }
   }
-  if constexpr (REL) add_slot_grads(d, p, rels, nslot, wsum, ws, R, grp.n, q_rows, rel_part);
+  if constexpr (REL) wide_slot_grads(d, p, rels, nslot, wsum, ws, R, grp.n, q_rows, rel_part);
   return true;
 }
 #else
@@ -2074,6 +2105,8 @@ void dkv_tile(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_acc, T* 
 }
 
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
+constexpr int kPrefetchAhead = 16;  // edge-cache lines asked for ahead of their use
+
 // Backward by source of a group of lanes sources as a wide tile (see forward_wide): the sources walk the union of
 // their destinations, each segment's P and dS read from the edge cache for all heads at once (an edge's heads share
 // a line), then per head dk^T += dS_j q_j and dv^T += P_j dO_j as wide_axpy over the destinations' rows, source i
@@ -2105,8 +2138,15 @@ bool dkv_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, const T* p
       qp[j] = in.q + at(p.q_strides, b, un.node[j]);
       dop[j] = d_o + at(p.d_o_strides, b, un.node[j]);
     }
+    // The cache lines come in the transposed graph's order, scattered: a load was a quarter of this tile's time,
+    // so the lines kPrefetchAhead edges on are asked for first.
+    const auto line = [&](int t) { return pds + (b * g.n_edges + g.t_edge[un.at[t]]) * H * 2; };
+    for (int t = 0; t < std::min(ns * R, kPrefetchAhead); ++t) {
+      if (un.at[t] >= 0) hwy::Prefetch(line(t));
+    }
     for (int t = 0; t < ns * R; ++t) {
-      const T* cache = un.at[t] < 0 ? nullptr : pds + (b * g.n_edges + g.t_edge[un.at[t]]) * H * 2;
+      if (t + kPrefetchAhead < ns * R && un.at[t + kPrefetchAhead] >= 0) hwy::Prefetch(line(t + kPrefetchAhead));
+      const T* cache = un.at[t] < 0 ? nullptr : line(t);
       for (int64_t h = 0; h < H; ++h) {
         seg[h * 2 * SR + t] = cache != nullptr ? cache[2 * h] : T(0);
         seg[(h * 2 + 1) * SR + t] = cache != nullptr ? cache[2 * h + 1] : T(0);

@@ -8,10 +8,10 @@
 // (window, bigbird blocks, bpt's tokens; also sources sharing destinations in the backward) runs instead as a
 // register tile over the union of its sources, so each key, value or query row loaded serves all its rows
 // (forward_tile, dq_tile, dkv_tile); the forward tile of bpt takes relation terms by column
-// (TileRelations::pays_by_column). The forward and the backward by destination first try groups of one or two
-// vectors' lanes of rows (16 on AVX2 and AVX-512, 8 on SSE4 and NEON) as wide tiles (forward_wide, dq_wide): a row
-// per lane, so scores, dP and the output (dq) accumulate as GEMM-like register blocks of broadcast key and value
-// elements against vectors of rows; groups that do not tile that way run as above. Other rows with at least twice
+// (TileRelations::pays_by_column). The forward and both backwards first try groups of one or two vectors' lanes
+// of rows (16 on AVX2 and AVX-512, 8 on SSE4 and NEON) as wide tiles (forward_wide, dq_wide, dkv_wide): a row (or
+// source) per lane, so scores, dP and the outputs (dq, dk, dv) accumulate as GEMM-like register blocks of broadcast
+// key, value, query or dO elements against vectors of rows; groups that do not tile that way run as above. Other rows with at least twice
 // as many edges as distinct relations take q . r_rel from a table of their relations (row_relations) instead of
 // reading a relation row per edge. The backward by destination can store P and dS of every edge and head (the edge
 // cache) for the backward by source.

@@ -330,9 +330,10 @@ TEST_P(GsaCpuTarget, LongRowsOverFewRelationsMatchReference) {
 // column (each union column adds its rows' common relation to the key row; only columns whose rows disagree read
 // the table), bpt k=64 and bigbird with relations as wide tiles by column (4-row tiles on AVX-512, which keeps wide
 // tiles to those with one table); bpt's span nodes as column tiles (pieces of 4 span rows over one block of 32
-// tokens, merged per row afterwards). Each graph must actually take its tile path on every target with
-// vectors of 4+ floats, and match the reference in fp32 and fp64 (gradients included) with bits independent of the
-// thread count.
+// tokens, merged per row afterwards). The backward by destination takes the forward's wide tiles, relation terms
+// alike; window's sources take wide tiles in the backward by source. Each graph must actually take its tile path on
+// every target with vectors of 4+ floats, and match the reference in fp32 and fp64 (gradients included) with bits
+// independent of the thread count.
 TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
   const GsaBackendScope scope(backend());
   struct TileCase {

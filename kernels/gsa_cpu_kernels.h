@@ -69,10 +69,9 @@ constexpr int kGsaCpuWideSeg = 48;
 inline int64_t gsa_cpu_scratch_elems(const GsaParams& p) {
   const int64_t groups = kGsaCpuRowGroup * (2 * p.H * p.D + 256 * p.H + 3 * p.H * p.R) + 8 * 256;
   // A wide tile's transposed queries and output (and dO in the backward), two [H] vectors, two relation tables
-  // (one in the forward), key-plus-relation rows (forward) or a row's dq and a segment's P and dS (backward), 64-byte
-  // alignment.
+  // (one in the forward), key-plus-relation rows, a segment's P and dS (backward), 64-byte alignment.
   const int64_t wide = kGsaCpuWideRows * (3 * p.H * p.D + 2 * p.H + 2 * p.H * p.R + 2 * p.H * kGsaCpuWideSeg) +
-                       kGsaCpuWideSeg * p.D + p.H * p.D + 16;
+                       kGsaCpuWideSeg * p.D + 16;
   return groups > wide ? groups : wide;
 }
 

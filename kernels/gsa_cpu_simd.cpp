@@ -11,10 +11,10 @@
 // (TileRelations::pays_by_column). The forward and both backwards first try groups of one or two vectors' lanes
 // of rows (16 on AVX2 and AVX-512, 8 on SSE4 and NEON) as wide tiles (forward_wide, dq_wide, dkv_wide): a row (or
 // source) per lane, so scores, dP and the outputs (dq, dk, dv) accumulate as GEMM-like register blocks of broadcast
-// key, value, query or dO elements against vectors of rows; groups that do not tile that way run as above. Other rows with at least twice
-// as many edges as distinct relations take q . r_rel from a table of their relations (row_relations) instead of
-// reading a relation row per edge. The backward by destination can store P and dS of every edge and head (the edge
-// cache) for the backward by source.
+// key, value, query or dO elements against vectors of rows; groups that do not tile that way run as above. Other
+// rows with at least twice as many edges as distinct relations take q . r_rel from a table of their relations
+// (row_relations) instead of reading a relation row per edge. The backward by destination can store P and dS of
+// every edge and head (the edge cache) for the backward by source.
 // Every output element is produced by one fixed sequence of operations that depends only on the graph (row groups,
 // and whether a group runs as a tile, are fixed by it), so results are bitwise identical across runs and thread
 // counts (they differ between targets, whose lane counts differ).
@@ -1078,6 +1078,14 @@ void wide_transpose(const GsaParams& p, int64_t b, const RowGroupT<R>& grp, cons
   }
 }
 
+// out[h * head + e] = factor * xt[(h*D + e)*R + i] for h < H: lane i of rows held transposed, written back as a row.
+template <int R, typename T>
+void wide_row_out(const T* xt, int i, int64_t H, int64_t Dm, T factor, T* out, int64_t head) {
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t e = 0; e < Dm; ++e) out[h * head + e] = xt[(h * Dm + e) * R + i] * factor;
+  }
+}
+
 // tab [H][slot][R] = q_i,h . r of each slot's relation, from the rows' queries held transposed (qt [H][D][R]).
 template <int V, class D, typename T = hn::TFromD<D>>
 void wide_table(D d, const GsaParams& p, const TileRelations& rels, const T* qt, T* tab) {
@@ -1264,10 +1272,7 @@ bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_
     T* lse_u = lse + (b * p.N + u) * H;
     for (int64_t h = 0; h < H; ++h) {
       const GsaSoftmaxState<T> st{m[h * R + i], l[h * R + i]};
-      const T inv = gsa_inv_norm(st);
-      T* out = o_u + h * p.o_strides.head;
-      const T* ot_h = ot + h * Dm * R;
-      for (int64_t e = 0; e < Dm; ++e) out[e] = ot_h[e * R + i] * inv;
+      wide_row_out<R>(ot + h * Dm * R, i, 1, Dm, gsa_inv_norm(st), o_u + h * p.o_strides.head, 0);
       lse_u[h] = gsa_lse(st);
     }
   }
@@ -1904,12 +1909,7 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
   const T* q_rows[R];
   for (int i = 0; i < grp.n; ++i) {
     q_rows[i] = in.q + at(p.q_strides, b, grp.u[i]);
-    T* dq_u = dq + at(p.dq_strides, b, grp.u[i]);
-    for (int64_t h = 0; h < H; ++h) {
-      T* out = dq_u + h * p.dq_strides.head;
-      const T* dqt_h = dqt + h * Dm * R;
-      for (int64_t e = 0; e < Dm; ++e) out[e] = dqt_h[e * R + i] * static_cast<T>(p.scale);
-    }
+    wide_row_out<R>(dqt, i, H, Dm, static_cast<T>(p.scale), dq + at(p.dq_strides, b, grp.u[i]), p.dq_strides.head);
   }
   if constexpr (REL) wide_slot_grads(d, p, rels, nslot, wsum, ws, R, grp.n, q_rows, rel_part);
   return true;
@@ -2174,18 +2174,8 @@ bool dkv_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, const T* p
   T* dk = static_cast<T*>(p.dk);
   T* dv = static_cast<T*>(p.dv);
   for (int i = 0; i < grp.n; ++i) {
-    T* dk_v = dk + at(p.dk_strides, b, grp.u[i]);
-    T* dv_v = dv + at(p.dv_strides, b, grp.u[i]);
-    for (int64_t h = 0; h < H; ++h) {
-      const T* dkt_h = dkt + h * Dm * R;
-      const T* dvt_h = dvt + h * Dm * R;
-      T* dk_h = dk_v + h * p.dk_strides.head;
-      T* dv_h = dv_v + h * p.dv_strides.head;
-      for (int64_t e = 0; e < Dm; ++e) {
-        dk_h[e] = dkt_h[e * R + i] * static_cast<T>(p.scale);
-        dv_h[e] = dvt_h[e * R + i];
-      }
-    }
+    wide_row_out<R>(dkt, i, H, Dm, static_cast<T>(p.scale), dk + at(p.dk_strides, b, grp.u[i]), p.dk_strides.head);
+    wide_row_out<R>(dvt, i, H, Dm, T(1), dv + at(p.dv_strides, b, grp.u[i]), p.dv_strides.head);
   }
   return true;
 }

@@ -448,6 +448,17 @@ HWY_INLINE hn::Vec<D> chunk_scores_tab(D d, const GsaParams& p, const T* const* 
   return hn::IfThenElse(valid, hn::Mul(dots, hn::Set(d, static_cast<T>(p.scale))), hn::Set(d, gsa_neg_inf<T>()));
 }
 
+// Asks for the cache lines of rows x[0 .. n) from x_off, len elements each: in the forward, the value rows of a
+// head while its scores run and the key rows of the next head (the sources of a row or tile are scattered nodes,
+// beyond the hardware prefetchers' streams).
+template <typename T>
+HWY_INLINE void prefetch_rows(const T* const* x, int n, int64_t x_off, int64_t len) {
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int j = 0; j < n; ++j) {
+    for (int64_t e = 0; e < len; e += kLine) hwy::Prefetch(x[j] + x_off + e);
+  }
+}
+
 // Forward: adds the edges of each row of the group (batch b) to its online-softmax state m [H], l [H],
 // acc [H, D] (row i's at m + i*H, l + i*H, acc + i*H*D).
 template <bool REL, typename T>
@@ -479,6 +490,9 @@ void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m
         for (int c = 0; c < sg.n; c += nl) {
           const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
           const V s = chunk_scores_tab<REL>(d, p, q_u, h, sg.k + c, sg.r + c, sg.rel + c, tab_h, valid);
+          const int nc = std::min(nl, sg.n - c);
+          prefetch_rows(sg.v + c, nc, h * p.v_strides.head, D);
+          if (h + 1 < H) prefetch_rows(sg.k + c, nc, (h + 1) * p.k_strides.head, D);
           hn::Store(s, d, probs + c);
           mx = hn::Max(mx, s);
         }
@@ -897,6 +911,8 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
       V mx = hn::Set(d, gsa_neg_inf<T>());
       for (int j0 = 0; j0 < padded; j0 += J) {
         V s = tile_scores(d, p, rels, src, q_u, h, tab_h, j0);
+        prefetch_rows(vp + j0, J, hv, Dm);
+        if (h + 1 < H) prefetch_rows(src.kp + j0, J, (h + 1) * p.k_strides.head, Dm);
         s = hn::IfThenElse(hn::Gt(hn::Load(d, src.ok + j0 * kTileRows), hn::Zero(d)), hn::Mul(s, scale),
                            hn::Set(d, gsa_neg_inf<T>()));
         hn::Store(s, d, sc + j0 * kTileRows);

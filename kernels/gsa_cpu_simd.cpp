@@ -488,9 +488,9 @@ void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m
         const T* tab_h = tabs[i] != nullptr ? tabs[i] + h * p.R : nullptr;
         V mx = hn::Set(d, gsa_neg_inf<T>());
         for (int c = 0; c < sg.n; c += nl) {
-          const auto valid = hn::FirstN(d, static_cast<size_t>(std::min(nl, sg.n - c)));
-          const V s = chunk_scores_tab<REL>(d, p, q_u, h, sg.k + c, sg.r + c, sg.rel + c, tab_h, valid);
           const int nc = std::min(nl, sg.n - c);
+          const auto valid = hn::FirstN(d, static_cast<size_t>(nc));
+          const V s = chunk_scores_tab<REL>(d, p, q_u, h, sg.k + c, sg.r + c, sg.rel + c, tab_h, valid);
           prefetch_rows(sg.v + c, nc, h * p.v_strides.head, D);
           if (h + 1 < H) prefetch_rows(sg.k + c, nc, (h + 1) * p.k_strides.head, D);
           hn::Store(s, d, probs + c);

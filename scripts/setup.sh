@@ -15,12 +15,13 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# Debian packages: compilers and libraries, LibTorch (CPU) with the OpenBLAS backend, Highway (SIMD dispatch),
+# Debian packages: compilers and libraries, LibTorch (CPU) with the OpenBLAS backend, oneDNN's headers (the model's
+# linear layers, harness/lm/fast_linear.cpp; LibTorch already links its library), Highway (SIMD dispatch),
 # Gloo's headers (LibTorch's c10d process group for data-parallel training), Python torch for the op test, Slurm and
 # munge for the one-node cluster the sharded-sweep test brings up, an aarch64 cross compiler for the test that the
 # CPU kernels compile for ARM (NEON, SVE).
-debs=(build-essential cmake git libtorch-dev libopenblas0-openmp libfmt-dev nlohmann-json3-dev libhwy-dev
-      libbenchmark-dev libgtest-dev libgloo-dev python3-torch clang libclang-rt-14-dev slurm-wlm munge
+debs=(build-essential cmake git libtorch-dev libopenblas0-openmp libdnnl-dev libfmt-dev nlohmann-json3-dev
+      libhwy-dev libbenchmark-dev libgtest-dev libgloo-dev python3-torch clang libclang-rt-14-dev slurm-wlm munge
       g++-aarch64-linux-gnu)
 sudo_cmd=""
 [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"

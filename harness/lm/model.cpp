@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "harness/lm/fast_linear.h"
 
 namespace sb {
 
@@ -192,7 +193,7 @@ torch::Tensor LanguageModelImpl::attend(size_t layer, const torch::Tensor& x, co
 }
 
 torch::Tensor LanguageModelImpl::linear(torch::nn::Linear& layer, const torch::Tensor& x) {
-  if (!low_) return layer->forward(x);
+  if (!low_) return fast_linear(x, layer->weight, layer->bias);
   return torch::linear(low(x), low(layer->weight), low(layer->bias));
 }
 
@@ -265,6 +266,7 @@ torch::Tensor LanguageModelImpl::forward(const torch::Tensor& bytes) {
   }
   if (!cfg_.post_norm) x = final_norm_(x);
   // Tied output embedding: [B, T, 256], returned in the parameters' dtype for the loss's log-softmax.
+  if (!low_) return fast_linear(x, embed_->weight);
   return torch::matmul(low(x), low(embed_->weight).t()).to(embed_->weight.scalar_type());
 }
 

@@ -24,6 +24,7 @@
 #include "harness/lm/checkpoint.h"
 #include "harness/lm/data.h"
 #include "harness/lm/fast_dropout.h"
+#include "harness/lm/fast_linear.h"
 #include "harness/lm/loss_scale.h"
 #include "harness/measure/build_info.h"
 #include "harness/measure/device.h"
@@ -603,6 +604,10 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                  {"host_large_blocks", MemoryTracker::large_blocks()},
                  {"cpu", cpu_summary()},
                  {"attention_backend", model->attention_backend()},
+                 // the linear layers' products: fast_linear's library for float32 on the CPU, else LibTorch's
+                 {"matmul", model->parameters().front().device().is_cpu() && compute == torch::kFloat32
+                                ? matmul_backend()
+                                : std::string("libtorch")},
                  {"precision", {{"parameters", dtype_name(dtype)}, {"compute", dtype_name(compute)}}},
                  {"git_commit", git_commit()},
                  {"torch_version", libtorch_version()},

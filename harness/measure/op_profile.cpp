@@ -37,6 +37,7 @@ int categorise(const char* name) {
   static const char* kMatmul[] = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv"};
   if (std::strncmp(name, "sparsebench::graph_attention", 28) == 0) return OpProfile::kGraphAttention;
   if (std::strcmp(name, "sparsebench::dropout") == 0) return OpProfile::kDropout;
+  if (std::strcmp(name, "sparsebench::matmul") == 0) return OpProfile::kMatmul;  // fast_linear (oneDNN)
   for (const char* m : kMatmul) {
     if (std::strcmp(name, m) == 0) return OpProfile::kMatmul;
   }
@@ -55,7 +56,8 @@ struct OpProfileAccess {
       f.category = t_stack.back().category;
       f.owns_children = true;
     } else {
-      f.owns_children = f.category == OpProfile::kGraphAttention || f.category == OpProfile::kDropout;
+      f.owns_children = f.category == OpProfile::kGraphAttention || f.category == OpProfile::kDropout ||
+                        std::strcmp(fn.name(), "sparsebench::matmul") == 0;
     }
     t_stack.push_back(f);
     return nullptr;

@@ -18,6 +18,7 @@
 #include "common/files.h"
 #include "harness/lm/config.h"
 #include "harness/lm/data.h"
+#include "harness/lm/fast_linear.h"
 #include "harness/lm/model.h"
 #include "harness/lm/trainer.h"
 #include "harness/measure/blas.h"
@@ -337,6 +338,7 @@ json run_environment() {
 #endif
   env["libtorch"] = libtorch_version();
   env["blas"] = blas_info();
+  env["matmul"] = matmul_backend();  // the model's float32 CPU linear layers (fast_linear)
   env["threads_default"] = at::get_num_threads();
   env["hardware_threads"] = std::thread::hardware_concurrency();
   env["cpu"] = cpu_summary();

@@ -1,4 +1,4 @@
-// fast_linear: y = x W^T + b as an autograd function over oneDNN's matmul (float32 CPU), else torch::linear.
+// fast_linear and fast_gelu: autograd functions over oneDNN's matmul and GELU backward (float32 CPU), else LibTorch.
 #include "harness/lm/fast_linear.h"
 
 #include <cstdlib>
@@ -133,6 +133,54 @@ struct OneDnnLinear : public torch::autograd::Function<OneDnnLinear> {
   }
 };
 
+// diff_src = GELU'(x) * dy over n elements, by oneDNN's gelu_erf backward; primitives by n.
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
+  static std::mutex mu;
+  static std::map<int64_t, dnnl::eltwise_backward> cache;
+  const memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
+  dnnl::eltwise_backward* prim = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(n);
+    if (it == cache.end()) {
+      if (cache.size() >= 64) cache.clear();
+      const auto alg = dnnl::algorithm::eltwise_gelu_erf;
+#if DNNL_VERSION_MAJOR >= 3
+      const dnnl::eltwise_forward::primitive_desc hint(engine(), dnnl::prop_kind::forward_training, alg, md, md);
+      const dnnl::eltwise_backward::primitive_desc pd(engine(), alg, md, md, md, 0.f, 0.f, hint);
+#else
+      const dnnl::eltwise_forward::primitive_desc hint(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f), engine());
+      const dnnl::eltwise_backward::primitive_desc pd(dnnl::eltwise_backward::desc(alg, md, md, 0.f, 0.f), engine(),
+                                                      hint);
+#endif
+      it = cache.emplace(n, dnnl::eltwise_backward(pd)).first;
+    }
+    prim = &it->second;
+  }
+  dnnl::stream s(engine());
+  prim->execute(s, {{DNNL_ARG_SRC, memory(md, engine(), const_cast<float*>(x))},
+                    {DNNL_ARG_DIFF_DST, memory(md, engine(), const_cast<float*>(dy))},
+                    {DNNL_ARG_DIFF_SRC, memory(md, engine(), dx)}});
+  s.wait();
+}
+
+struct OneDnnGelu : public torch::autograd::Function<OneDnnGelu> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+    ctx->save_for_backward({x});
+    return torch::gelu(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    RECORD_FUNCTION("sparsebench::gelu_backward", std::vector<c10::IValue>());
+    const torch::Tensor x = ctx->get_saved_variables()[0];
+    const torch::Tensor g = grads[0].contiguous();
+    auto dx = torch::empty_like(x);
+    gelu_backward(x.data_ptr<float>(), g.data_ptr<float>(), dx.data_ptr<float>(), x.numel());
+    return {dx};
+  }
+};
+
 bool runs_onednn(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   const auto cpu_f32 = [](const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat32; };
   return cpu_f32(x) && cpu_f32(w) && (!b.defined() || cpu_f32(b)) && w.dim() == 2 &&
@@ -171,6 +219,18 @@ torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& w, const 
   (void)wanted;
 #endif
   return torch::linear(x, w, b);
+}
+
+torch::Tensor fast_gelu(const torch::Tensor& x) {
+  const bool wanted = onednn_wanted();
+#ifdef SB_ONEDNN
+  if (wanted && x.device().is_cpu() && x.scalar_type() == torch::kFloat32 && x.numel() > 0) {
+    return OneDnnGelu::apply(x.contiguous());
+  }
+#else
+  (void)wanted;
+#endif
+  return torch::gelu(x);
 }
 
 std::string matmul_backend() {

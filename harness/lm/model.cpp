@@ -258,10 +258,10 @@ torch::Tensor LanguageModelImpl::forward(const torch::Tensor& bytes) {
     if (cfg_.post_norm) {
       // The sums promote the low-type branches back to the parameters' dtype: the residual stream stays there.
       x = b.norm1(keep_tokens(x) + drop(linear(b.o, keep_tokens(attend(l, x, sg)))));
-      x = b.norm2(x + drop(linear(b.ff2, torch::gelu(linear(b.ff1, x)))));
+      x = b.norm2(x + drop(linear(b.ff2, fast_gelu(linear(b.ff1, x)))));
     } else {
       x = keep_tokens(x) + drop(linear(b.o, keep_tokens(attend(l, b.norm1(x), sg))));
-      x = x + drop(linear(b.ff2, torch::gelu(linear(b.ff1, b.norm2(x)))));
+      x = x + drop(linear(b.ff2, fast_gelu(linear(b.ff1, b.norm2(x)))));
     }
   }
   if (!cfg_.post_norm) x = final_norm_(x);

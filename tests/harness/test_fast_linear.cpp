@@ -1,4 +1,4 @@
-// fast_linear tests: outputs and gradients against the double-precision reference (with and without bias, 2-D and
+// fast_linear and fast_gelu tests: outputs and gradients against the double-precision reference (with and without bias, 2-D and
 // 3-D inputs, strided inputs, the long inner dimension of the weight gradient), only the requested gradients,
 // repeatable results, LibTorch's own result for what oneDNN does not take, the backend's name and SB_MATMUL.
 // Run: ctest -R FastLinear
@@ -110,6 +110,25 @@ TEST(FastLinear, BackendNamed) {
     EXPECT_NE(name.find(" ("), std::string::npos) << name;
     EXPECT_EQ(name.back(), ')') << name;
   }
+}
+
+TEST(FastGelu, MatchesDoubleReferenceForwardAndBackward) {
+  torch::manual_seed(15);
+  // The model's [4, 1023, 512] activations, wide-ranged values (the tails of erf), an odd size.
+  for (const auto& shape : {std::vector<int64_t>{4, 1023, 512}, std::vector<int64_t>{3, 77}}) {
+    auto x = (torch::randn(shape) * 3).requires_grad_();
+    auto y = fast_gelu(x);
+    const auto g = torch::randn(shape);
+    y.backward(g);
+    auto xd = x.detach().to(torch::kFloat64).requires_grad_();
+    auto yd = torch::gelu(xd);
+    yd.backward(g.to(torch::kFloat64));
+    EXPECT_LT(rel_err(y.detach(), yd.detach()), 1e-6) << c10::str(shape);
+    EXPECT_LT(rel_err(x.grad(), xd.grad()), 1e-5) << c10::str(shape);
+  }
+  // Other dtypes: LibTorch's own GELU.
+  const auto xb = torch::randn({9, 5}, torch::kFloat64);
+  EXPECT_TRUE(torch::equal(fast_gelu(xb), torch::gelu(xb)));
 }
 
 // SB_MATMUL, read at first use (ctest runs this with the variable set; without it the test skips): "onednn" and

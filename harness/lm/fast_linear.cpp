@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 
 #include <ATen/record_function.h>
 #include <fmt/format.h>
@@ -47,41 +48,58 @@ struct Operand {
   }
 };
 
-// Primitives by shape, strides and bias: a training run uses a handful, made once each (making one JIT-compiles).
+// A row-major float32 matrix.
+memory::desc plain(int64_t rows, int64_t cols) {
+  return memory::desc({rows, cols}, memory::data_type::f32, memory::format_tag::ab);
+}
+
+// Primitives made once per key (making one JIT-compiles); cleared when `capacity` are held, so keys that keep
+// changing (evaluation batches) do not pile up. A training run uses a handful.
+template <typename Key, typename Prim>
+class PrimitiveCache {
+ public:
+  explicit PrimitiveCache(size_t capacity) : capacity_(capacity) {}
+  template <typename Make>
+  Prim& get(const Key& key, Make&& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    if (cache_.size() >= capacity_) cache_.clear();
+    return cache_.emplace(key, make()).first->second;
+  }
+
+ private:
+  size_t capacity_;
+  std::mutex mu_;
+  std::map<Key, Prim> cache_;
+};
+
+// Matmul primitives by shape, strides and bias.
 dnnl::matmul& primitive(const Operand& a, const Operand& b, bool bias) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
-  static std::mutex mu;
-  static std::map<Key, dnnl::matmul> cache;
-  const Key key{a.rows, a.cols, b.cols, a.row_stride, a.col_stride, b.row_stride, b.col_stride, 0, bias};
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  if (cache.size() >= 256) cache.clear();  // shapes that keep changing (evaluation batches) do not pile up
-  const memory::desc c_md({a.rows, b.cols}, memory::data_type::f32, memory::format_tag::ab);
-  const memory::desc bias_md({1, b.cols}, memory::data_type::f32, memory::format_tag::ab);
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  static PrimitiveCache<Key, dnnl::matmul> cache(256);
+  return cache.get(Key{a.rows, a.cols, b.cols, a.row_stride, a.col_stride, b.row_stride, b.col_stride, bias}, [&] {
+    const memory::desc c_md = plain(a.rows, b.cols), bias_md = plain(1, b.cols);
 #if DNNL_VERSION_MAJOR >= 3
-  const auto pd = bias ? dnnl::matmul::primitive_desc(engine(), a.desc(), b.desc(), bias_md, c_md)
-                       : dnnl::matmul::primitive_desc(engine(), a.desc(), b.desc(), c_md);
+    const auto pd = bias ? dnnl::matmul::primitive_desc(engine(), a.desc(), b.desc(), bias_md, c_md)
+                         : dnnl::matmul::primitive_desc(engine(), a.desc(), b.desc(), c_md);
 #else
-  const auto pd = bias ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(a.desc(), b.desc(), bias_md, c_md), engine())
-                       : dnnl::matmul::primitive_desc(dnnl::matmul::desc(a.desc(), b.desc(), c_md), engine());
+    const auto desc = bias ? dnnl::matmul::desc(a.desc(), b.desc(), bias_md, c_md)
+                           : dnnl::matmul::desc(a.desc(), b.desc(), c_md);
+    const dnnl::matmul::primitive_desc pd(desc, engine());
 #endif
-  return cache.emplace(key, dnnl::matmul(pd)).first->second;
+    return dnnl::matmul(pd);
+  });
 }
 
 // c [a.rows, b.cols] (contiguous) = A B (+ bias [b.cols]).
 void matmul(const Operand& a, const float* pa, const Operand& b, const float* pb, const float* bias, float* c) {
   dnnl::matmul& prim = primitive(a, b, bias != nullptr);
   dnnl::stream s(engine());
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(a.desc(), engine(), const_cast<float*>(pa))},
-      {DNNL_ARG_WEIGHTS, memory(b.desc(), engine(), const_cast<float*>(pb))},
-      {DNNL_ARG_DST, memory(memory::desc({a.rows, b.cols}, memory::data_type::f32, memory::format_tag::ab), engine(),
-                            c)}};
-  if (bias != nullptr) {
-    args.emplace(DNNL_ARG_BIAS, memory(memory::desc({1, b.cols}, memory::data_type::f32, memory::format_tag::ab),
-                                       engine(), const_cast<float*>(bias)));
-  }
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(a.desc(), engine(), const_cast<float*>(pa))},
+                                       {DNNL_ARG_WEIGHTS, memory(b.desc(), engine(), const_cast<float*>(pb))},
+                                       {DNNL_ARG_DST, memory(plain(a.rows, b.cols), engine(), c)}};
+  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, memory(plain(1, b.cols), engine(), const_cast<float*>(bias)));
   prim.execute(s, args);
   s.wait();
 }
@@ -135,33 +153,24 @@ struct OneDnnLinear : public torch::autograd::Function<OneDnnLinear> {
 
 // diff_src = GELU'(x) * dy over n elements, by oneDNN's gelu_erf backward; primitives by n.
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
-  static std::mutex mu;
-  static std::map<int64_t, dnnl::eltwise_backward> cache;
+  static PrimitiveCache<int64_t, dnnl::eltwise_backward> cache(64);
   const memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
-  dnnl::eltwise_backward* prim = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(n);
-    if (it == cache.end()) {
-      if (cache.size() >= 64) cache.clear();
-      const auto alg = dnnl::algorithm::eltwise_gelu_erf;
+  dnnl::eltwise_backward& prim = cache.get(n, [&] {
+    const auto alg = dnnl::algorithm::eltwise_gelu_erf;
 #if DNNL_VERSION_MAJOR >= 3
-      const dnnl::eltwise_forward::primitive_desc hint(engine(), dnnl::prop_kind::forward_training, alg, md, md);
-      const dnnl::eltwise_backward::primitive_desc pd(engine(), alg, md, md, md, 0.f, 0.f, hint);
+    const dnnl::eltwise_forward::primitive_desc hint(engine(), dnnl::prop_kind::forward_training, alg, md, md);
+    return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(engine(), alg, md, md, md, 0.f, 0.f, hint));
 #else
-      const dnnl::eltwise_forward::primitive_desc hint(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f), engine());
-      const dnnl::eltwise_backward::primitive_desc pd(dnnl::eltwise_backward::desc(alg, md, md, 0.f, 0.f), engine(),
-                                                      hint);
+    const dnnl::eltwise_forward::primitive_desc hint(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f), engine());
+    return dnnl::eltwise_backward(
+        dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, md, md, 0.f, 0.f), engine(), hint));
 #endif
-      it = cache.emplace(n, dnnl::eltwise_backward(pd)).first;
-    }
-    prim = &it->second;
-  }
+  });
   dnnl::stream s(engine());
-  prim->execute(s, {{DNNL_ARG_SRC, memory(md, engine(), const_cast<float*>(x))},
-                    {DNNL_ARG_DIFF_DST, memory(md, engine(), const_cast<float*>(dy))},
-                    {DNNL_ARG_DIFF_SRC, memory(md, engine(), dx)}});
+  prim.execute(s, {{DNNL_ARG_SRC, memory(md, engine(), const_cast<float*>(x))},
+                   {DNNL_ARG_DIFF_DST, memory(md, engine(), const_cast<float*>(dy))},
+                   {DNNL_ARG_DIFF_SRC, memory(md, engine(), dx)}});
   s.wait();
 }
 

@@ -56,8 +56,9 @@ struct OpProfileAccess {
       f.category = t_stack.back().category;
       f.owns_children = true;
     } else {
+      // fast_linear's frame also owns its children (allocations, the oneDNN call); aten's matmuls do not.
       f.owns_children = f.category == OpProfile::kGraphAttention || f.category == OpProfile::kDropout ||
-                        std::strcmp(fn.name(), "sparsebench::matmul") == 0;
+                        (f.category == OpProfile::kMatmul && std::strcmp(fn.name(), "sparsebench::matmul") == 0);
     }
     t_stack.push_back(f);
     return nullptr;

@@ -1,6 +1,7 @@
-// fast_linear and fast_gelu tests: outputs and gradients against the double-precision reference (with and without bias, 2-D and
-// 3-D inputs, strided inputs, the long inner dimension of the weight gradient), only the requested gradients,
-// repeatable results, LibTorch's own result for what oneDNN does not take, the backend's name and SB_MATMUL.
+// fast_linear and fast_gelu tests: outputs and gradients against the double-precision reference (with and without
+// bias, 2-D and 3-D inputs, strided inputs, the long inner dimension of the weight gradient), only the requested
+// gradients, repeatable results, LibTorch's own result for what oneDNN does not take, the backend's name and
+// SB_MATMUL.
 // Run: ctest -R FastLinear
 #include <gtest/gtest.h>
 #include <torch/torch.h>

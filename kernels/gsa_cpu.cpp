@@ -88,12 +88,20 @@ const GsaCpuCores& cores() {
   return sizeof(T) == 8 ? active().f64 : active().f32;
 }
 
-// The forward's plan: heavy rows, and rows that share no sources with their neighbours, cut into pieces, with
-// column tiles (see gsa_column_split_plan).
-GsaSplitPlan forward_plan(const GsaParams& p) {
-  const GsaGraphView& g = p.graph;
-  return gsa_column_split_plan(g.row_ptr, g.col, p.N, gsa_split_threshold(p.N, g.n_edges), kGsaCpuColumnBlock,
-                               kGsaCpuRowGroup);
+// Destination rows' plan: heavy rows, and rows that share no sources with their neighbours, cut into pieces, with
+// column tiles (see gsa_column_split_plan); with rel, only rows of one relation are cut at blocks.
+GsaSplitPlan rows_plan(const GsaGraphView& g, const int32_t* rel) {
+  return gsa_column_split_plan(g.row_ptr, g.col, g.n_nodes, gsa_split_threshold(g.n_nodes, g.n_edges),
+                               kGsaCpuColumnBlock, kGsaCpuRowGroup, rel);
+}
+
+// A call's plans: the prepared graph's, else made here (kept in `made`).
+const GsaCpuPlans& plans_of(const GsaParams& p, GsaCpuPlans& made) {
+  if (p.graph.cpu_plans != nullptr) return *p.graph.cpu_plans;
+  GsaGraphView g = p.graph;
+  g.n_nodes = p.N;
+  made = gsa_cpu_plans(g);
+  return made;
 }
 
 // Rows, first and end edges of column tile t's pieces; returns how many.
@@ -112,7 +120,8 @@ template <typename T>
 void forward_impl(const GsaParams& p) {
   const GsaCpuCores& k = cores<T>();
   const GsaGraphView& g = p.graph;
-  const GsaSplitPlan plan = forward_plan(p);
+  GsaCpuPlans made;
+  const GsaSplitPlan& plan = plans_of(p, made).rows;
   const uint8_t* skip = plan.empty() ? nullptr : plan.row_split.data();
   const int64_t H = p.H, D = p.D, HD = H * D;
   const int64_t n_pieces = plan.n_pieces(), n_tiles = plan.n_tiles();
@@ -205,11 +214,12 @@ void backward_impl(const GsaParams& p) {
   const bool has_rel = p.rel_emb != nullptr;
   const int64_t H = p.H, D = p.D, HD = H * D, R = has_rel ? p.R : 0;
   const T scale = static_cast<T>(p.scale);
-  const int64_t threshold = gsa_split_threshold(p.N, g.n_edges);
-  // Rows by destination: as the forward's plan, but only rows of one relation are cut at blocks (see below).
-  const GsaSplitPlan rows = gsa_column_split_plan(g.row_ptr, g.col, p.N, threshold, kGsaCpuColumnBlock,
-                                                  kGsaCpuRowGroup, has_rel ? g.rel : nullptr);
-  const GsaSplitPlan srcs = gsa_split_plan(g.t_row_ptr, p.N, threshold);
+  // Rows by destination: as the forward's plan, but with relations only rows of one relation are cut at blocks
+  // (see below).
+  GsaCpuPlans made;
+  const GsaCpuPlans& plans = plans_of(p, made);
+  const GsaSplitPlan& rows = has_rel ? plans.rows_rel : plans.rows;
+  const GsaSplitPlan& srcs = plans.sources;
   const uint8_t* skip_rows = rows.empty() ? nullptr : rows.row_split.data();
   const uint8_t* skip_srcs = srcs.empty() ? nullptr : srcs.row_split.data();
   const int64_t n_row_pieces = rows.n_pieces(), n_src_pieces = srcs.n_pieces();
@@ -368,7 +378,8 @@ void gsa_cpu_exp(double* x, int64_t n) { cores<double>().exp_inplace(x, n); }
 GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p) {
   check_cpu_dtype(p, "gsa_cpu_forward_groups");
   const GsaCpuCores& k = p.dtype == GsaDtype::f32 ? cores<float>() : cores<double>();
-  const GsaSplitPlan plan = forward_plan(p);
+  GsaCpuPlans made;
+  const GsaSplitPlan& plan = plans_of(p, made).rows;
   const uint8_t* skip = plan.empty() ? nullptr : plan.row_split.data();
   int64_t counts[5] = {0, 0, 0, 0, 0};
   for (int64_t u0 = 0; u0 < p.N; u0 += kRowBlock) k.forward_groups(p, u0, std::min(p.N, u0 + kRowBlock), skip, counts);
@@ -381,6 +392,14 @@ GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p) {
     (k.group_kind(p, n, u, e0, e1) < 2 ? out.column_tiles : out.column_tiles_per_row) += 1;
   }
   return out;
+}
+
+GsaCpuPlans gsa_cpu_plans(const GsaGraphView& g) {
+  GsaCpuPlans plans;
+  plans.rows = rows_plan(g, nullptr);
+  plans.rows_rel = rows_plan(g, g.rel);
+  plans.sources = gsa_split_plan(g.t_row_ptr, g.n_nodes, gsa_split_threshold(g.n_nodes, g.n_edges));
+  return plans;
 }
 
 int64_t gsa_cpu_delta_elems(const GsaParams& p) { return p.B * p.N * p.H; }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/gsa_params.h"
+#include "kernels/gsa_split_plan.h"
 
 namespace sb {
 
@@ -45,6 +46,9 @@ struct GsaCpuForwardGroups {
   int64_t wide_rows = 0;  // rows in wide tiles
 };
 GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p);
+
+// The kernels' plans of a graph (view g; its cpu_plans unused): what a prepared graph keeps in cpu_plans.
+GsaCpuPlans gsa_cpu_plans(const GsaGraphView& g);
 
 // Workspace sizes in elements of the accumulation type (float for fp32, double for fp64).
 int64_t gsa_cpu_delta_elems(const GsaParams& p);      // [B, N, H]

@@ -219,13 +219,27 @@ HWY_INLINE hn::Vec<D> group_dot(D d, const T* const* a, int64_t a_off, const T* 
   return s;
 }
 
+// p, computed here: the compiler otherwise keeps x_off + i + k*n for every k in a register and spills them, where
+// the loads can take one base and constant displacements.
+template <typename T>
+HWY_INLINE const T* pinned(const T* p) {
+#if defined(__GNUC__)
+  asm("" : "+r"(p));
+#endif
+  return p;
+}
+
 // acc[i .. i + K*n) = alpha * acc + sum_{j < nc} w[j] * (x_j + y_j) (y only when REL) over K vectors held in
 // registers while the nc edges stream through (K independent FMA chains).
 template <int K, bool REL, class D, typename T = hn::TFromD<D>>
 HWY_INLINE void axpy_regs(D d, T* acc, hn::Vec<D> va, bool rescale, const T* w, int nc, const T* const* x,
                           int64_t x_off, const T* const* y, int64_t i) {
   using V = hn::Vec<D>;
+#if HWY_HAVE_SCALABLE
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+#else
+  constexpr int64_t n = static_cast<int64_t>(hn::MaxLanes(D()));  // constant offsets: no spilled index registers
+#endif
   V r[K];
   for (int k = 0; k < K; ++k) {
     r[k] = hn::LoadU(d, acc + i + k * n);
@@ -233,7 +247,7 @@ HWY_INLINE void axpy_regs(D d, T* acc, hn::Vec<D> va, bool rescale, const T* w, 
   }
   for (int j = 0; j < nc; ++j) {
     const V wj = hn::Set(d, w[j]);
-    const T* xp = x[j] + x_off + i;
+    const T* xp = pinned(x[j] + x_off + i);
     for (int k = 0; k < K; ++k) {
       V xv = hn::LoadU(d, xp + k * n);
       if constexpr (REL) xv = hn::Add(xv, hn::LoadU(d, y[j] + i + k * n));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "kernels/gsa_cpu.h"
 
 namespace sb {
 
@@ -72,6 +73,7 @@ void GsaHostGraph::plan_schedules() {
   src_schedule = gsa_pack_schedule(t_row_ptr.data(), n_nodes, threshold);
   row_blocks = gsa_block_order(row_ptr.data(), col.data(), n_nodes);
   src_blocks = gsa_block_order(t_row_ptr.data(), t_col.data(), n_nodes);
+  cpu_plans = gsa_cpu_plans(view());
 }
 
 GsaGraphView GsaHostGraph::view() const {
@@ -91,6 +93,7 @@ GsaGraphView GsaHostGraph::view() const {
   v.srcs = gsa_schedule_view(src_schedule.data.data(), n_nodes, src_schedule.n_pieces, src_schedule.n_split);
   v.n_nodes = n_nodes;
   v.n_edges = n_edges();
+  v.cpu_plans = &cpu_plans;
   return v;
 }
 

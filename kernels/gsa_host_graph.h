@@ -21,6 +21,8 @@ struct GsaHostGraph {
   GsaPackedSchedule row_schedule, src_schedule;
   // The CPU kernels' block orders by destination and by source (gsa_block_order).
   std::vector<int32_t> row_blocks, src_blocks;
+  // The CPU kernels' split plans (gsa_cpu_plans).
+  GsaCpuPlans cpu_plans;
 
   // From a pattern graph (already consistent; only its edge count is checked).
   explicit GsaHostGraph(const Graph& g);
@@ -38,7 +40,7 @@ struct GsaHostGraph {
   static int64_t preparations();
 
  private:
-  void plan_schedules();  // fills row_schedule, src_schedule, row_blocks and src_blocks
+  void plan_schedules();  // fills row_schedule, src_schedule, row_blocks, src_blocks and cpu_plans
 };
 
 }  // namespace sb

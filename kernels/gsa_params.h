@@ -5,6 +5,8 @@
 
 namespace sb {
 
+struct GsaCpuPlans;  // kernels/gsa_split_plan.h
+
 // How a backend that gives each row to one worker (CUDA: a warp) balances a graph (kernels/gsa_split_plan.h):
 // rows of more than a threshold of edges cut into pieces whose partial results are merged in piece order, and the
 // other rows heaviest first. Filled by prepared graphs; all-null (nothing split, no order) otherwise.
@@ -38,6 +40,8 @@ struct GsaGraphView {
   const int32_t* src_blocks = nullptr;
   GsaScheduleView rows;                // by destination (forward, dq)
   GsaScheduleView srcs;                // by source through the transpose (dk, dv)
+  // Host only: the CPU kernels' plans of this graph (gsa_cpu_plans), made once with it; nullptr: made per call.
+  const GsaCpuPlans* cpu_plans = nullptr;
   int64_t n_nodes = 0;
   int64_t n_edges = 0;
 };

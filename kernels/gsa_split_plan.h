@@ -35,6 +35,14 @@ struct GsaSplitPlan {
   bool empty() const { return split_rows.empty(); }
 };
 
+// The CPU kernels' plans of one graph: they depend on the graph alone, so a prepared graph makes them once
+// (gsa_cpu_plans, kernels/gsa_cpu.h) and no kernel call plans again.
+struct GsaCpuPlans {
+  GsaSplitPlan rows;      // destination rows: the forward's, and the backward's without relation terms
+  GsaSplitPlan rows_rel;  // destination rows of the backward with relation terms (only one-relation rows at blocks)
+  GsaSplitPlan sources;   // sources of the backward by source
+};
+
 // Builds the plan for the CSR row_ptr [n_rows + 1]: every row with more than `threshold` edges is cut into
 // ceil(degree / threshold) pieces of near-equal size (sizes differ by at most one, larger first).
 // threshold <= 0 splits nothing.

@@ -188,6 +188,7 @@ GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torc
   const auto blocks = [](const torch::Tensor& t) { return t.defined() ? t.data_ptr<int32_t>() : nullptr; };
   p.graph.row_blocks = blocks(graph.row_blocks);
   p.graph.src_blocks = blocks(graph.src_blocks);
+  p.graph.cpu_plans = graph.cpu_plans.get();
   p.graph.rows = gsa_schedule_view(graph.row_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.row_pieces,
                                    graph.row_split);
   p.graph.srcs = gsa_schedule_view(graph.src_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.src_pieces,
@@ -410,6 +411,7 @@ TorchGraph TorchGraph::from_host(const GsaHostGraph& h, torch::Device device) {
   };
   t.row_blocks = blocks(h.row_blocks);
   t.src_blocks = blocks(h.src_blocks);
+  t.cpu_plans = std::make_shared<const GsaCpuPlans>(h.cpu_plans);
   return t;
 }
 

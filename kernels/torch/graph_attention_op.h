@@ -7,6 +7,7 @@
 #include <torch/custom_class.h>
 #include <torch/torch.h>
 
+#include "kernels/gsa_split_plan.h"
 #include "patterns/graph.h"
 
 namespace sb {
@@ -37,6 +38,8 @@ struct TorchGraph : torch::CustomClassHolder {
   int64_t row_pieces = 0, row_split = 0, src_pieces = 0, src_split = 0;
   // The CPU kernels' block orders by destination and by source (gsa_block_order), int32.
   torch::Tensor row_blocks, src_blocks;
+  // The CPU kernels' split plans (host memory, shared by copies).
+  std::shared_ptr<const GsaCpuPlans> cpu_plans;
 
   static TorchGraph from_graph(const Graph& g, torch::Device device = torch::kCPU);
   // From the destination CSR as tensors on one device (what prepare_graph takes): row_ptr [N + 1] int64,

@@ -281,7 +281,8 @@ const std::vector<GsaDtypeRows>& gsa_dtype_rows() {
 }
 
 GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProblem& prob,
-                             const std::vector<double>& d_o_in, GsaDtype dtype, GsaTestMemory& mem) {
+                             const std::vector<double>& d_o_in, GsaDtype dtype, GsaTestMemory& mem,
+                             bool prepared_plans) {
   const GsaHostGraph hg(g);
   GsaParams p;
   p.graph.row_ptr = static_cast<const int64_t*>(put_vector(mem, hg.row_ptr).ptr);
@@ -303,6 +304,7 @@ GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProbl
                                    by_src.n_pieces, by_src.n_split);
   p.graph.n_nodes = hg.n_nodes;
   p.graph.n_edges = hg.n_edges();
+  p.graph.cpu_plans = prepared_plans ? &hg.cpu_plans : nullptr;  // host memory: only the CPU kernels read it
   p.dtype = dtype;
   p.B = prob.B;
   p.N = prob.N;

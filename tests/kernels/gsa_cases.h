@@ -105,9 +105,11 @@ struct GsaRunOutputs {
 };
 
 // Runs backend b forward (and backward when d_o is non-empty) on the problem in `dtype`, its inputs
-// rounded to that dtype, through `mem` on the backend's device. b must support the call.
+// rounded to that dtype, through `mem` on the backend's device. b must support the call. The CPU kernels read the
+// plans the prepared graph made (as the op's calls do), or without prepared_plans make them per call.
 GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProblem& prob,
-                             const std::vector<double>& d_o, GsaDtype dtype, GsaTestMemory& mem);
+                             const std::vector<double>& d_o, GsaDtype dtype, GsaTestMemory& mem,
+                             bool prepared_plans = true);
 
 // Compares a run with the reference at the rows' tolerance (lse too, -inf rows apart); "" or the first failure.
 std::string compare_run(const RefResult& ref, const GsaRunOutputs& run, const GsaDtypeRows& rows);

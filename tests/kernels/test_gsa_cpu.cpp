@@ -247,6 +247,44 @@ TEST_P(GsaCpuTarget, HeavyRowsAndSourcesSplitMatchReference) {
   }
 }
 
+// The plans a prepared graph keeps (GsaHostGraph::cpu_plans, what the op's calls read) give the same bits as plans
+// made per call, on graphs that use every part of them: bpt's column tiles and split span rows, a hub's split row
+// and source, with and without relation terms (whose backward plan differs).
+TEST_P(GsaCpuTarget, PreparedPlansGiveTheBitsOfPlansMadePerCall) {
+  const GsaBackendScope scope(backend());
+  GraphBuilder b(1500, false);
+  const uint16_t self = b.relation("self");
+  const uint16_t hub = b.relation("hub");
+  for (int32_t i = 0; i < 1500; ++i) {
+    b.add_edge(i, i, self);
+    if (i != 0) b.add_edge(0, i, hub), b.add_edge(i, 0, hub);
+  }
+  const Graph hub_graph = b.finish();
+  const GsaCase bpt{"bpt", {{"k", 2}}, 2048, false, 16, 2, 1, true};
+  for (const auto& [g, c] : {std::pair<const Graph*, GsaCase>{&case_graph(bpt), bpt},
+                             {&hub_graph, GsaCase{"hub", {}, 1500, false, 16, 2, 1, true}}}) {
+    const GsaHostGraph hg(*g);
+    ASSERT_FALSE(hg.cpu_plans.rows.empty()) << c.id() << ": some rows should be split";
+    if (c.pattern == "bpt") ASSERT_GT(hg.cpu_plans.rows.n_tiles(), 0) << c.id() << ": column tiles expected";
+    if (c.pattern == "hub") ASSERT_FALSE(hg.cpu_plans.sources.empty()) << c.id() << ": source 0 should be split";
+    for (bool rel : {false, true}) {
+      GsaCase cr = c;
+      cr.rel = rel;
+      const RefProblem p = make_problem(cr, *g);
+      const std::vector<double> d_o = make_d_o(cr, *g);
+      HostMemory m1, m2;
+      const GsaRunOutputs kept = run_on_backend(backend(), *g, p, d_o, GsaDtype::f32, m1, true);
+      const GsaRunOutputs made = run_on_backend(backend(), *g, p, d_o, GsaDtype::f32, m2, false);
+      const std::string what = cr.id() + " on " + where();
+      EXPECT_TRUE(same_bits(kept.o, made.o)) << what << " o";
+      EXPECT_TRUE(same_bits(kept.dq, made.dq)) << what << " dq";
+      EXPECT_TRUE(same_bits(kept.dk, made.dk)) << what << " dk";
+      EXPECT_TRUE(same_bits(kept.dv, made.dv)) << what << " dv";
+      EXPECT_TRUE(same_bits(kept.d_rel, made.d_rel)) << what << " d_rel";
+    }
+  }
+}
+
 // Sets the CPU backward's edge-cache limit for one scope and restores it after.
 class EdgeCacheLimit {
  public:

@@ -381,11 +381,12 @@ GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p) {
   GsaCpuPlans made;
   const GsaSplitPlan& plan = plans_of(p, made).rows;
   const uint8_t* skip = plan.empty() ? nullptr : plan.row_split.data();
-  int64_t counts[5] = {0, 0, 0, 0, 0};
+  int64_t counts[6] = {0, 0, 0, 0, 0, 0};
   for (int64_t u0 = 0; u0 < p.N; u0 += kRowBlock) k.forward_groups(p, u0, std::min(p.N, u0 + kRowBlock), skip, counts);
   GsaCpuForwardGroups out{counts[0], counts[1], counts[2]};
   out.wide_tiles = counts[3];
   out.wide_rows = counts[4];
+  out.packed = counts[5];
   for (int64_t t = 0; t < plan.n_tiles(); ++t) {
     int64_t u[kGsaCpuRowGroup], e0[kGsaCpuRowGroup], e1[kGsaCpuRowGroup], c[kGsaCpuRowGroup];
     const int n = tile_members(plan, t, u, e0, e1, c);

@@ -34,7 +34,7 @@ void gsa_cpu_exp(double* x, int64_t n);
 // How the forward runs one batch's destination rows on the active target (rows run as pieces are not counted there):
 // groups of as many rows as the target's lanes as wide tiles (a row per lane), and the others in groups of up to 4
 // rows, as register tiles over the union of their sources with one relation table (or without relations), as tiles
-// whose relation terms come by column, or row by row; and the column tiles of pieces (gsa_column_split_plan) that
+// whose relation terms come by column, or row by row (or, rows shorter than a vector, packed into the lanes); and the column tiles of pieces (gsa_column_split_plan) that
 // run as tiles or piece by piece. Depends on the graph, H, D and dtype.
 struct GsaCpuForwardGroups {
   int64_t tiles = 0;
@@ -44,6 +44,7 @@ struct GsaCpuForwardGroups {
   int64_t column_tiles_per_row = 0;
   int64_t wide_tiles = 0;
   int64_t wide_rows = 0;  // rows in wide tiles
+  int64_t packed = 0;     // groups of short rows packed into the lanes together (not counted in `rows`)
 };
 GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p);
 

@@ -36,8 +36,8 @@ struct GsaCpuCores {
                     const void* pds, void* scratch);
   // x[i] = exp(x[i]) with the kernels' vector exp, for i < n.
   void (*exp_inplace)(void* x, int64_t n);
-  // Adds the row groups forward_rows would run over [u0, u1) to counts [3]: tiles with one relation table (or without
-  // relations), tiles by column relations, per row.
+  // Adds the row groups forward_rows would run over [u0, u1) to counts [6]: tiles with one relation table (or without
+  // relations), tiles by column relations, per row, wide tiles, their rows, packed short rows.
   void (*forward_groups)(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* skip, int64_t* counts);
   // Forward partial states of n (up to kGsaCpuRowGroup) pieces of different rows over the same columns, a column tile
   // of gsa_column_split_plan: rows u[i], edges [e0[i], e1[i]), batch b, as one register tile where it applies, else

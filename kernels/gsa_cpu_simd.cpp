@@ -1380,15 +1380,120 @@ void for_wide_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* 
   for_row_groups(row_ptr, u0, u1, skip, four);
 }
 
+// Rows too short to fill a vector alone (bpt's and segtree's lowest span nodes: 2 to 4 sources each), packed: the
+// group's edges side by side in the lanes of up to kShortVecs vectors, each lane with its own row's query, so one
+// chunk of dots serves every row where the per-row path pads each row to a whole vector (bpt k=4 at n=8192: 6,144
+// rows of 2 or 4 edges, 3/4 and 1/2 of their lanes padding). Every edge fits one pass: no rescale.
+constexpr int kShortVecs = 2;
+
+// Whether forward_short runs the group: 2 or more edges, all within kShortVecs vectors, and some row shorter than a
+// vector.
+template <typename T>
+bool short_applies(const GsaParams& p, const RowGroup& grp) {
+#if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
+  (void)p, (void)grp;
+  return false;
+#else
+  constexpr int64_t N = static_cast<int64_t>(hn::MaxLanes(hn::ScalableTag<T>()));
+  int64_t total = 0, shortest = N;
+  for (int i = 0; i < grp.n; ++i) {
+    total += grp.e1[i] - grp.e0[i];
+    if (grp.e1[i] > grp.e0[i]) shortest = std::min(shortest, grp.e1[i] - grp.e0[i]);
+  }
+  return p.D % N == 0 && total >= 2 && total <= kShortVecs * N && shortest < N;
+#endif
+}
+
+template <bool REL, typename T>
+bool forward_short(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l, T* acc) {
+#if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
+  (void)p, (void)b, (void)grp, (void)m, (void)l, (void)acc;
+  return false;
+#else
+  if (!short_applies<T>(p, grp)) return false;
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
+  constexpr int L = kShortVecs * N;
+  const In<T> in(p);
+  const GsaGraphView& g = p.graph;
+  const int64_t H = p.H, Dm = p.D;
+  const T* qp[L];
+  const T* kp[L];
+  const T* vp[L];
+  const T* rp[L];
+  int first[kGsaCpuRowGroup + 1];
+  int row_of[L];
+  int total = 0;
+  for (int i = 0; i < grp.n; ++i) {
+    first[i] = total;
+    const T* q_i = in.q + at(p.q_strides, b, grp.u[i]);
+    for (int64_t e = grp.e0[i]; e < grp.e1[i]; ++e, ++total) {
+      qp[total] = q_i;
+      kp[total] = in.k + at(p.k_strides, b, g.col[e]);
+      vp[total] = in.v + at(p.v_strides, b, g.col[e]);
+      rp[total] = REL ? in.rel + g.rel[e] * p.rel_stride : nullptr;
+      row_of[total] = i;
+    }
+  }
+  first[grp.n] = total;
+  const int nv = (total + N - 1) / N;
+  for (int t = total; t < nv * N; ++t) qp[t] = qp[0], kp[t] = kp[0], rp[t] = rp[0];  // padding lanes, masked
+  HWY_ALIGN T sc[L];
+  HWY_ALIGN T msub[L];
+  const V scale = hn::Set(d, static_cast<T>(p.scale));
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t q_off = h * p.q_strides.head, k_off = h * p.k_strides.head;
+    for (int v = 0; v < nv; ++v) {
+      V part[N];
+      for (int j = 0; j < N; ++j) part[j] = hn::Zero(d);
+      for (int64_t e = 0; e < Dm; e += N) {
+        for (int j = 0; j < N; ++j) {
+          const int t = v * N + j;
+          V x = hn::LoadU(d, kp[t] + k_off + e);
+          if constexpr (REL) x = hn::Add(x, hn::LoadU(d, rp[t] + e));
+          part[j] = hn::MulAdd(hn::LoadU(d, qp[t] + q_off + e), x, part[j]);
+        }
+      }
+      const auto valid = hn::FirstN(d, static_cast<size_t>(total - v * N));
+      hn::Store(hn::IfThenElse(valid, hn::Mul(reduce_parts(d, part), scale), hn::Set(d, gsa_neg_inf<T>())), d,
+                sc + v * N);
+    }
+    for (int i = 0; i < grp.n; ++i) {
+      T mx = gsa_neg_inf<T>();
+      for (int t = first[i]; t < first[i + 1]; ++t) mx = std::max(mx, sc[t]);
+      m[i * H + h] = mx;
+    }
+    for (int t = 0; t < nv * N; ++t) {
+      const T mx = t < total ? m[row_of[t] * H + h] : T(0);
+      msub[t] = mx == gsa_neg_inf<T>() ? T(0) : mx;  // a row of -inf scores: exp(-inf) = 0
+    }
+    for (int v = 0; v < nv; ++v) {
+      hn::Store(vexp(d, hn::Sub(hn::Load(d, sc + v * N), hn::Load(d, msub + v * N))), d, sc + v * N);
+    }
+    for (int i = 0; i < grp.n; ++i) {
+      const int n_i = first[i + 1] - first[i];
+      if (n_i == 0) continue;
+      T sum = 0;
+      for (int t = first[i]; t < first[i + 1]; ++t) sum += sc[t];
+      l[i * H + h] = sum;
+      group_axpy<false>(d, acc + (i * H + h) * Dm, T(1), sc + first[i], n_i, vp + first[i], h * p.v_strides.head,
+                        static_cast<const T* const*>(nullptr), Dm);
+    }
+  }
+  return true;
+#endif
+}
+
 // The forward of a group's rows (or pieces) into the state m, l, acc (scratch beyond them: the relation tables):
-// a tile where one applies, else per row.
+// a tile where one applies, packed short rows, else per row.
 template <bool REL, typename T>
 void forward_group(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* l, T* acc, T* tab) {
   init_state(p, grp.n, m, l, acc);
   const int64_t unions = tile_union(hn::ScalableTag<T>(), p, grp, p.graph.col);
-  if (unions == 0 || !forward_tile<REL>(p, b, grp, unions, m, l, acc, tab)) {
-    forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
-  }
+  if (unions > 0 && forward_tile<REL>(p, b, grp, unions, m, l, acc, tab)) return;
+  if (unions == 0 && forward_short<REL>(p, b, grp, m, l, acc)) return;
+  forward_accumulate<REL>(p, b, grp, m, l, acc, tab);
 }
 
 template <bool REL, typename T>
@@ -1448,7 +1553,10 @@ void forward_groups(const GsaParams& p, int64_t u0, int64_t u1, const uint8_t* s
         counts[3] += 1, counts[4] += wg.n;
         return true;
       },
-      [&](const RowGroup& grp) { ++counts[group_kind_t<T>(p, grp)]; });
+      [&](const RowGroup& grp) {
+        const int kind = group_kind_t<T>(p, grp);
+        ++counts[kind == 2 && short_applies<T>(p, grp) ? 5 : kind];
+      });
 }
 
 template <typename T>

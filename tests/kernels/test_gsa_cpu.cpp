@@ -363,15 +363,15 @@ TEST_P(GsaCpuTarget, LongRowsOverFewRelationsMatchReference) {
   }
 }
 
-// Rows that share most of their sources run as register tiles: window and bigbird as wide tiles (a row per lane,
-// groups of 8 or 16 rows) with one table of every relation (or none), bpt k=8 as 4-row tiles with relation terms by
-// column (each union column adds its rows' common relation to the key row; only columns whose rows disagree read
-// the table), bpt k=64 and bigbird with relations as wide tiles by column (4-row tiles on AVX-512, which keeps wide
-// tiles to those with one table); bpt's span nodes as column tiles (pieces of 4 span rows over one block of 32
-// tokens, merged per row afterwards). The backward by destination takes the forward's wide tiles, relation terms
-// alike; window's sources take wide tiles in the backward by source. Each graph must actually take its tile path on
-// every target with vectors of 4+ floats, and match the reference in fp32 and fp64 (gradients included) with bits
-// independent of the thread count.
+// Rows that share most of their sources run as register tiles: window and bigbird as wide tiles (a row per lane, groups
+// of 8 or 16 rows) with one table of every relation (or none), bpt k=8 as 4-row tiles with relation terms by column
+// (each union column adds its rows' common relation to the key row; only columns whose rows disagree read the table),
+// bpt k=64 and bigbird with relations as wide tiles by column (4-row tiles on AVX-512, which keeps wide tiles to those
+// with one table); bpt's span nodes as column tiles (pieces of 4 span rows over one block of 32 tokens, merged per row
+// afterwards), its lowest span nodes (2 sources each) packed into the lanes together. The backward by destination takes
+// the forward's wide tiles, relation terms alike; window's sources take wide tiles in the backward by source. Each
+// graph must actually take its tile path on every target with vectors of 4+ floats, and match the reference in fp32 and
+// fp64 (gradients included) with bits independent of the thread count.
 TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
   const GsaBackendScope scope(backend());
   struct TileCase {
@@ -413,6 +413,8 @@ TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
       }
       EXPECT_GE(groups.column_tiles, column_tiles) << t.c.id() << " on " << where();
       EXPECT_EQ(groups.column_tiles_per_row, 0) << t.c.id() << " on " << where();
+      // level 1: n/2 span nodes of 2 sources, 4 to a group
+      if (t.c.pattern == "bpt") EXPECT_GE(groups.packed, t.c.n / 8) << t.c.id() << " on " << where();
     } else {
       EXPECT_EQ(groups.tiles + groups.tiles_by_column + groups.column_tiles + groups.wide_tiles, 0)
           << t.c.id() << " on " << where();

@@ -4,7 +4,8 @@
 // Counters: edges_per_s (attended pairs per second), gflops (harness/measure/timing.h: 4*E*H*D*B forward, 3.5x
 // that forward+backward), gemm_gflops (the fp32 2048^3 LibTorch matmul at the same threads), gemm_fraction,
 // peak_bytes (bytes allocated at the peak of one call beyond what was live, sb::PeakProbe). Skipped points say why
-// (the expander's skips, or more memory than is available). Graph attention forward+backward runs
+// (the expander's skips; or, from the graph each point builds when it runs, analytic memory over the scenario's
+// budget or over what is available). Graph attention forward+backward runs
 // graph_attention_forward + graph_attention_backward (what the autograd op runs); the dense op's backward goes
 // through LibTorch autograd. The CPU kernels' SIMD target (SB_CPU_TARGET pins it) is in the context block
 // (simd_target) and each graph point's label; a dense point's label names its kernel (backend=sdpa:..., materialised).
@@ -15,6 +16,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 
 #include "common/error.h"
 #include "harness/measure/bench.h"
@@ -59,10 +61,31 @@ void time_calls(benchmark::State& state, const Scenario& s, torch::Device device
   *peak = probe.peak() - probe.base();
 }
 
-void bench_point(benchmark::State& state, const Scenario& s, const Point& p) {
-  if (!p.skip_reason.empty()) {
-    state.SkipWithError(p.skip_reason.c_str());
+void bench_point(benchmark::State& state, const Scenario& s, const Point& point) {
+  if (!point.skip_reason.empty()) {
+    state.SkipWithError(point.skip_reason.c_str());
     return;
+  }
+  // The point's graph is built here, not by the expansion (see register_kernel_benchmarks): its statistics give the
+  // analytic memory and the scenario's budget skip that expand_scenario leaves out.
+  Point p = point;
+  std::optional<Graph> graph;
+  if (!is_dense_attention(p.attention)) {
+    try {
+      graph.emplace(build_pattern(p.pattern, p.length, p.causal, p.params));
+    } catch (const Error& err) {
+      state.SkipWithError(fmt::format("error: {}", err.what()).c_str());
+      return;
+    }
+    p.stats = graph->stats(256);
+    p.analytic_bytes = analytic_memory_bytes(s, p);
+    if (s.memory_budget_bytes > 0 && p.analytic_bytes > s.memory_budget_bytes) {
+      state.SkipWithError(fmt::format("analytic memory {:.1f} MiB exceeds the budget {:.1f} MiB",
+                                      static_cast<double>(p.analytic_bytes) / (1024.0 * 1024.0),
+                                      static_cast<double>(s.memory_budget_bytes) / (1024.0 * 1024.0))
+                              .c_str());
+      return;
+    }
   }
   // Every point starts with no idle kept blocks (its warm-up keeps its own), and they do not hide free memory here.
   MemoryTracker::release_cached();
@@ -100,7 +123,7 @@ void bench_point(benchmark::State& state, const Scenario& s, const Point& p) {
     state.SetLabel(fmt::format("backend={}", dense_attention_backend(q, k, v, p.causal, naive)));
     return;
   }
-  const Graph g = build_pattern(p.pattern, p.length, p.causal, p.params);
+  const Graph& g = *graph;
   const TorchGraph tg = TorchGraph::from_graph(g, device);
   const int64_t nn = g.n_nodes();
   // q, k, v, d_o: [B, N, H, D] over all graph nodes; rel: [R, D]
@@ -132,7 +155,8 @@ void register_kernel_benchmarks(const std::string& scenario_file) {
   if (s.kind != "attention") {
     throw Error(fmt::format("{}: bench kernels needs a scenario of kind \"attention\", got \"{}\"", scenario_file, s.kind));
   }
-  expanded.push_back(std::make_unique<std::vector<Point>>(expand_scenario(s)));
+  // Graphs are built per point as it runs, so a filter waits only for the points it selects.
+  expanded.push_back(std::make_unique<std::vector<Point>>(expand_scenario(s, false)));
   for (const Point& p : *expanded.back()) {
     const std::string mode = p.mode == "forward_backward" ? "fwdbwd" : "fwd";
     const std::string name =

@@ -140,7 +140,7 @@ int64_t analytic_memory_bytes(const Scenario& s, const Point& p) {
   return static_cast<int64_t>(std::min(graph + bytes, 9.0e18));
 }
 
-std::vector<Point> expand_scenario(const Scenario& s) {
+std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
   const json& axes = s.doc["axes"];
   const bool train = s.kind == "train";
   const std::vector<json> lengths = as_list(axes["lengths"]);
@@ -238,7 +238,7 @@ std::vector<Point> expand_scenario(const Scenario& s) {
               if (base.skip_reason.empty()) {
                 if (is_dense_attention(attention)) {
                   base.stats = dense_op_stats(n, causal);
-                } else {
+                } else if (build_graphs) {
                   const Graph g = build_pattern(name, n, causal, resolved);
                   base.stats = g.stats(256);
                   base.fingerprint = g.fingerprint();
@@ -302,7 +302,7 @@ std::vector<Point> expand_scenario(const Scenario& s) {
                   }
                   if (!point_error.empty()) {
                     p.skip_reason = "error: " + point_error;
-                  } else if (p.skip_reason.empty()) {
+                  } else if (p.skip_reason.empty() && (build_graphs || is_dense_attention(attention))) {
                     p.analytic_bytes = analytic_memory_bytes(s, p);
                     if (s.memory_budget_bytes > 0 && p.analytic_bytes > s.memory_budget_bytes) {
                       p.skip_reason = fmt::format("analytic memory {} exceeds the budget {}", mib(p.analytic_bytes),

@@ -114,7 +114,10 @@ int64_t analytic_memory_bytes(const Scenario& s, const Point& p);
 GraphStats dense_op_stats(int64_t n, bool causal);
 
 // Expands the axes into points: graph statistics, analytic memory, skip decisions and each point's typed config.
-std::vector<Point> expand_scenario(const Scenario& s);
+// Without build_graphs, graph points are left without statistics, fingerprint and analytic memory (and so without
+// the memory-budget skip): for a caller that builds each graph when it runs the point (`bench kernels`, whose
+// filters would otherwise wait for every graph of the scenario).
+std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs = true);
 
 // The record fields that describe a point (axis values, graph statistics, analytic memory).
 json point_to_json(const Scenario& s, const Point& p);

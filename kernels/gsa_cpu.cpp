@@ -95,12 +95,19 @@ GsaSplitPlan rows_plan(const GsaGraphView& g, const int32_t* rel) {
                                kGsaCpuColumnBlock, kGsaCpuRowGroup, rel);
 }
 
-// A call's plans: the prepared graph's, else made here (kept in `made`).
-const GsaCpuPlans& plans_of(const GsaParams& p, GsaCpuPlans& made) {
-  if (p.graph.cpu_plans != nullptr) return *p.graph.cpu_plans;
+// Sources' plan: heavy sources cut into pieces.
+GsaSplitPlan sources_plan(const GsaGraphView& g) {
+  return gsa_split_plan(g.t_row_ptr, g.n_nodes, gsa_split_threshold(g.n_nodes, g.n_edges));
+}
+
+// One of a call's plans (which: a member of GsaCpuPlans): the prepared graph's, else only that one made here (kept
+// in `made`).
+const GsaSplitPlan& plan_of(const GsaParams& p, GsaSplitPlan GsaCpuPlans::*which, GsaSplitPlan& made) {
+  if (p.graph.cpu_plans != nullptr) return p.graph.cpu_plans->*which;
   GsaGraphView g = p.graph;
   g.n_nodes = p.N;
-  made = gsa_cpu_plans(g);
+  if (which == &GsaCpuPlans::sources) made = sources_plan(g);
+  else made = rows_plan(g, which == &GsaCpuPlans::rows_rel ? g.rel : nullptr);
   return made;
 }
 
@@ -120,8 +127,8 @@ template <typename T>
 void forward_impl(const GsaParams& p) {
   const GsaCpuCores& k = cores<T>();
   const GsaGraphView& g = p.graph;
-  GsaCpuPlans made;
-  const GsaSplitPlan& plan = plans_of(p, made).rows;
+  GsaSplitPlan made;
+  const GsaSplitPlan& plan = plan_of(p, &GsaCpuPlans::rows, made);
   const uint8_t* skip = plan.empty() ? nullptr : plan.row_split.data();
   const int64_t H = p.H, D = p.D, HD = H * D;
   const int64_t n_pieces = plan.n_pieces(), n_tiles = plan.n_tiles();
@@ -216,10 +223,9 @@ void backward_impl(const GsaParams& p) {
   const T scale = static_cast<T>(p.scale);
   // Rows by destination: as the forward's plan, but with relations only rows of one relation are cut at blocks
   // (see below).
-  GsaCpuPlans made;
-  const GsaCpuPlans& plans = plans_of(p, made);
-  const GsaSplitPlan& rows = has_rel ? plans.rows_rel : plans.rows;
-  const GsaSplitPlan& srcs = plans.sources;
+  GsaSplitPlan made_rows, made_srcs;
+  const GsaSplitPlan& rows = plan_of(p, has_rel ? &GsaCpuPlans::rows_rel : &GsaCpuPlans::rows, made_rows);
+  const GsaSplitPlan& srcs = plan_of(p, &GsaCpuPlans::sources, made_srcs);
   const uint8_t* skip_rows = rows.empty() ? nullptr : rows.row_split.data();
   const uint8_t* skip_srcs = srcs.empty() ? nullptr : srcs.row_split.data();
   const int64_t n_row_pieces = rows.n_pieces(), n_src_pieces = srcs.n_pieces();
@@ -378,8 +384,8 @@ void gsa_cpu_exp(double* x, int64_t n) { cores<double>().exp_inplace(x, n); }
 GsaCpuForwardGroups gsa_cpu_forward_groups(const GsaParams& p) {
   check_cpu_dtype(p, "gsa_cpu_forward_groups");
   const GsaCpuCores& k = p.dtype == GsaDtype::f32 ? cores<float>() : cores<double>();
-  GsaCpuPlans made;
-  const GsaSplitPlan& plan = plans_of(p, made).rows;
+  GsaSplitPlan made;
+  const GsaSplitPlan& plan = plan_of(p, &GsaCpuPlans::rows, made);
   const uint8_t* skip = plan.empty() ? nullptr : plan.row_split.data();
   int64_t counts[6] = {0, 0, 0, 0, 0, 0};
   for (int64_t u0 = 0; u0 < p.N; u0 += kRowBlock) k.forward_groups(p, u0, std::min(p.N, u0 + kRowBlock), skip, counts);
@@ -399,7 +405,7 @@ GsaCpuPlans gsa_cpu_plans(const GsaGraphView& g) {
   GsaCpuPlans plans;
   plans.rows = rows_plan(g, nullptr);
   plans.rows_rel = rows_plan(g, g.rel);
-  plans.sources = gsa_split_plan(g.t_row_ptr, g.n_nodes, gsa_split_threshold(g.n_nodes, g.n_edges));
+  plans.sources = sources_plan(g);
   return plans;
 }
 

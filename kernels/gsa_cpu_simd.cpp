@@ -151,12 +151,13 @@ HWY_INLINE hn::Vec<D> reduce_parts(D d, const hn::Vec<D>* part) {
 #endif
 }
 
-// Which operand of group_dot is the same for every edge (kept in registers per block of D).
-enum Fixed { kFixedA, kFixedB };
+// Which operand of group_dot is the same for every edge (kept in registers per block of D); kFixedNone: neither
+// (each lane its own row's query: packed short rows).
+enum Fixed { kFixedA, kFixedB, kFixedNone };
 
 // Dot products of N edges: result lane j = sum_d a_j[d] * (b_j[d] + c_j[d]) (c only when REL), where a_j =
-// a[j] + a_off, b_j = b[j] + b_off, c_j = c[j]; one of a, b is the same for every j (FIX). Lanes j >= nc are
-// computed on valid pointers and left to the caller to mask.
+// a[j] + a_off, b_j = b[j] + b_off, c_j = c[j]; one of a, b is the same for every j (FIX), or neither. Lanes
+// j >= nc are computed on valid pointers and left to the caller to mask.
 template <Fixed FIX, bool REL, class D, typename T = hn::TFromD<D>>
 HWY_INLINE hn::Vec<D> group_dot(D d, const T* const* a, int64_t a_off, const T* const* b, int64_t b_off,
                                 const T* const* c, int64_t len) {
@@ -171,36 +172,43 @@ HWY_INLINE hn::Vec<D> group_dot(D d, const T* const* a, int64_t a_off, const T* 
   for (size_t j = 0; j < N; ++j) part[j] = hn::Zero(d);
   int64_t i = 0;
   const int64_t n = static_cast<int64_t>(N);
+  // The operand of lane j that is not fixed (b_j; a_j for kFixedB); with kFixedNone a_j is read beside it.
+  const auto varying = [&](size_t j) { return FIX == kFixedB ? a[j] + a_off : b[j] + b_off; };
   for (; i + 4 * n <= len; i += 4 * n) {
     V f[4];
-    const T* fp = (FIX == kFixedA ? a[0] + a_off : b[0] + b_off) + i;
-    for (int k = 0; k < 4; ++k) f[k] = hn::LoadU(d, fp + k * n);
+    if constexpr (FIX != kFixedNone) {
+      const T* fp = (FIX == kFixedA ? a[0] + a_off : b[0] + b_off) + i;
+      for (int k = 0; k < 4; ++k) f[k] = hn::LoadU(d, fp + k * n);
+    }
 #pragma GCC unroll 16
     for (size_t j = 0; j < N; ++j) {
-      const T* vp = (FIX == kFixedA ? b[j] + b_off : a[j] + a_off) + i;
+      const T* vp = varying(j) + i;
       for (int k = 0; k < 4; ++k) {
         const V x = hn::LoadU(d, vp + k * n);
+        const V fk = FIX == kFixedNone ? hn::LoadU(d, a[j] + a_off + i + k * n) : f[k];
         if constexpr (REL) {
           const V cv = hn::LoadU(d, c[j] + i + k * n);
-          if constexpr (FIX == kFixedA) part[j] = hn::MulAdd(f[k], hn::Add(x, cv), part[j]);  // a . (b_j + c_j)
-          else part[j] = hn::MulAdd(x, hn::Add(f[k], cv), part[j]);                          // a_j . (b + c_j)
+          if constexpr (FIX != kFixedB) part[j] = hn::MulAdd(fk, hn::Add(x, cv), part[j]);  // a_j . (b_j + c_j)
+          else part[j] = hn::MulAdd(x, hn::Add(fk, cv), part[j]);                           // a_j . (b + c_j)
         } else {
-          part[j] = hn::MulAdd(f[k], x, part[j]);
+          part[j] = hn::MulAdd(fk, x, part[j]);
         }
       }
     }
   }
   for (; i + n <= len; i += n) {
-    const V f = hn::LoadU(d, (FIX == kFixedA ? a[0] + a_off : b[0] + b_off) + i);
+    V f = hn::Zero(d);
+    if constexpr (FIX != kFixedNone) f = hn::LoadU(d, (FIX == kFixedA ? a[0] + a_off : b[0] + b_off) + i);
 #pragma GCC unroll 16
     for (size_t j = 0; j < N; ++j) {
-      const V x = hn::LoadU(d, (FIX == kFixedA ? b[j] + b_off : a[j] + a_off) + i);
+      const V x = hn::LoadU(d, varying(j) + i);
+      const V fj = FIX == kFixedNone ? hn::LoadU(d, a[j] + a_off + i) : f;
       if constexpr (REL) {
         const V cv = hn::LoadU(d, c[j] + i);
-        if constexpr (FIX == kFixedA) part[j] = hn::MulAdd(f, hn::Add(x, cv), part[j]);
-        else part[j] = hn::MulAdd(x, hn::Add(f, cv), part[j]);
+        if constexpr (FIX != kFixedB) part[j] = hn::MulAdd(fj, hn::Add(x, cv), part[j]);
+        else part[j] = hn::MulAdd(x, hn::Add(fj, cv), part[j]);
       } else {
-        part[j] = hn::MulAdd(f, x, part[j]);
+        part[j] = hn::MulAdd(fj, x, part[j]);
       }
     }
   }
@@ -208,7 +216,7 @@ HWY_INLINE hn::Vec<D> group_dot(D d, const T* const* a, int64_t a_off, const T* 
   if (i < len) {  // D not a multiple of N: the last elements one by one
     HWY_ALIGN T tail[kMaxLanes * 2];
     for (size_t j = 0; j < N; ++j) {
-      const T* aj = a[FIX == kFixedA ? 0 : j] + a_off;
+      const T* aj = a[FIX == kFixedA ? 0 : j] + a_off;  // kFixedNone: each lane's own
       const T* bj = b[FIX == kFixedB ? 0 : j] + b_off;
       T t = 0;
       for (int64_t e = i; e < len; ++e) t += aj[e] * (REL ? bj[e] + c[j][e] : bj[e]);
@@ -344,11 +352,12 @@ struct EdgeSeg {
   }
 };
 
-// Scaled scores q_u,h . (k_j,h + r_j) of one chunk (pointers k, r from lane 0), -inf in the lanes outside `valid`.
-template <bool REL, class D, class M, typename T = hn::TFromD<D>>
+// Scaled scores q_u,h . (k_j,h + r_j) of one chunk (pointers k, r from lane 0), -inf in the lanes outside `valid`;
+// with kFixedNone, q_u holds each lane's own row.
+template <bool REL, Fixed FIX = kFixedA, class D, class M, typename T = hn::TFromD<D>>
 HWY_INLINE hn::Vec<D> chunk_scores(D d, const GsaParams& p, const T* const* q_u, int64_t h, const T* const* k,
                                    const T* const* r, M valid) {
-  const auto dots = group_dot<kFixedA, REL>(d, q_u, h * p.q_strides.head, k, h * p.k_strides.head, r, p.D);
+  const auto dots = group_dot<FIX, REL>(d, q_u, h * p.q_strides.head, k, h * p.k_strides.head, r, p.D);
   return hn::IfThenElse(valid, hn::Mul(dots, hn::Set(d, static_cast<T>(p.scale))), hn::Set(d, gsa_neg_inf<T>()));
 }
 
@@ -1412,7 +1421,6 @@ bool forward_short(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* 
 #else
   if (!short_applies<T>(p, grp)) return false;
   const hn::ScalableTag<T> d;
-  using V = hn::Vec<decltype(d)>;
   constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
   constexpr int L = kShortVecs * N;
   const In<T> in(p);
@@ -1441,23 +1449,10 @@ bool forward_short(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* 
   for (int t = total; t < nv * N; ++t) qp[t] = qp[0], kp[t] = kp[0], rp[t] = rp[0];  // padding lanes, masked
   HWY_ALIGN T sc[L];
   HWY_ALIGN T msub[L];
-  const V scale = hn::Set(d, static_cast<T>(p.scale));
   for (int64_t h = 0; h < H; ++h) {
-    const int64_t q_off = h * p.q_strides.head, k_off = h * p.k_strides.head;
     for (int v = 0; v < nv; ++v) {
-      V part[N];
-      for (int j = 0; j < N; ++j) part[j] = hn::Zero(d);
-      for (int64_t e = 0; e < Dm; e += N) {
-        for (int j = 0; j < N; ++j) {
-          const int t = v * N + j;
-          V x = hn::LoadU(d, kp[t] + k_off + e);
-          if constexpr (REL) x = hn::Add(x, hn::LoadU(d, rp[t] + e));
-          part[j] = hn::MulAdd(hn::LoadU(d, qp[t] + q_off + e), x, part[j]);
-        }
-      }
       const auto valid = hn::FirstN(d, static_cast<size_t>(total - v * N));
-      hn::Store(hn::IfThenElse(valid, hn::Mul(reduce_parts(d, part), scale), hn::Set(d, gsa_neg_inf<T>())), d,
-                sc + v * N);
+      hn::Store(chunk_scores<REL, kFixedNone>(d, p, qp + v * N, h, kp + v * N, rp + v * N, valid), d, sc + v * N);
     }
     for (int i = 0; i < grp.n; ++i) {
       T mx = gsa_neg_inf<T>();

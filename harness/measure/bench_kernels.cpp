@@ -79,11 +79,9 @@ void bench_point(benchmark::State& state, const Scenario& s, const Point& point)
     }
     p.stats = graph->stats(256);
     p.analytic_bytes = analytic_memory_bytes(s, p);
-    if (s.memory_budget_bytes > 0 && p.analytic_bytes > s.memory_budget_bytes) {
-      state.SkipWithError(fmt::format("analytic memory {:.1f} MiB exceeds the budget {:.1f} MiB",
-                                      static_cast<double>(p.analytic_bytes) / (1024.0 * 1024.0),
-                                      static_cast<double>(s.memory_budget_bytes) / (1024.0 * 1024.0))
-                              .c_str());
+    const std::string over_budget = memory_budget_skip(s, p);
+    if (!over_budget.empty()) {
+      state.SkipWithError(over_budget.c_str());
       return;
     }
   }

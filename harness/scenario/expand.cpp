@@ -140,6 +140,11 @@ int64_t analytic_memory_bytes(const Scenario& s, const Point& p) {
   return static_cast<int64_t>(std::min(graph + bytes, 9.0e18));
 }
 
+std::string memory_budget_skip(const Scenario& s, const Point& p) {
+  if (s.memory_budget_bytes <= 0 || p.analytic_bytes <= s.memory_budget_bytes) return "";
+  return fmt::format("analytic memory {} exceeds the budget {}", mib(p.analytic_bytes), mib(s.memory_budget_bytes));
+}
+
 std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
   const json& axes = s.doc["axes"];
   const bool train = s.kind == "train";
@@ -304,10 +309,7 @@ std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
                     p.skip_reason = "error: " + point_error;
                   } else if (p.skip_reason.empty() && (build_graphs || is_dense_attention(attention))) {
                     p.analytic_bytes = analytic_memory_bytes(s, p);
-                    if (s.memory_budget_bytes > 0 && p.analytic_bytes > s.memory_budget_bytes) {
-                      p.skip_reason = fmt::format("analytic memory {} exceeds the budget {}", mib(p.analytic_bytes),
-                                                  mib(s.memory_budget_bytes));
-                    }
+                    p.skip_reason = memory_budget_skip(s, p);
                   }
                   p.index = static_cast<int64_t>(points.size());
                   points.push_back(std::move(p));

@@ -110,6 +110,10 @@ DegreeSolution solve_degree(const std::string& pattern, int64_t n, bool causal, 
 // Analytic memory of a point in bytes (formula in scenarios/README.md). `stats` must be filled.
 int64_t analytic_memory_bytes(const Scenario& s, const Point& p);
 
+// Why the point is skipped for the scenario's memory budget ("analytic memory … exceeds the budget …"), or "" when
+// it fits or there is none. p.analytic_bytes must be filled.
+std::string memory_budget_skip(const Scenario& s, const Point& p);
+
 // Statistics of the dense op's implicit graph, computed without building it.
 GraphStats dense_op_stats(int64_t n, bool causal);
 

@@ -562,6 +562,9 @@ static_assert(kTileRows == kGsaCpuRowGroup, "the tile covers one row group");
 constexpr double kTileWaste = kGsaTileWaste;
 // Rows shorter than this on average do not pay for the merge (bpt k=4 causal at n=512 measured slower as tiles).
 constexpr int64_t kTileMinRow = 32;
+// The backward by source's tile (dkv_tile) reads P and dS from the edge cache and only accumulates, so it pays for
+// shorter rows: bpt k=4's tokens, 23 destinations each on average.
+constexpr int64_t kDkvTileMinRow = 8;
 
 // The union of the row group whose merge tile_union finished last on this thread (one store per R): the tiles
 // that then run the group, and the relation planning before them, replay it instead of merging again (the merge
@@ -650,9 +653,10 @@ struct TileUnion {
 // Returns the size of the union when the tile applies, else 0 (col: the sources of the rows, or the destinations of
 // sources in the backward by source).
 template <class D, int R>
-int64_t tile_union(D d, const GsaParams& p, const RowGroupT<R>& grp, const int32_t* col, double waste = kTileWaste) {
+int64_t tile_union(D d, const GsaParams& p, const RowGroupT<R>& grp, const int32_t* col, double waste = kTileWaste,
+                   int64_t min_row = kTileMinRow) {
 #if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
-  (void)d, (void)p, (void)grp, (void)col, (void)waste;
+  (void)d, (void)p, (void)grp, (void)col, (void)waste, (void)min_row;
   return 0;
 #else
   (void)d;
@@ -660,7 +664,7 @@ int64_t tile_union(D d, const GsaParams& p, const RowGroupT<R>& grp, const int32
   if (N < static_cast<size_t>(kTileRows) || grp.n < 2 || p.D % static_cast<int64_t>(N) != 0) return 0;
   int64_t total = 0;
   for (int i = 0; i < grp.n; ++i) total += grp.e1[i] - grp.e0[i];
-  if (total < kTileMinRow * grp.n) return 0;
+  if (total < min_row * grp.n) return 0;
   for (int i = 0; i < grp.n; ++i) {
     for (int64_t e = grp.e0[i] + 1; e < grp.e1[i]; ++e) if (col[e] <= col[e - 1]) return 0;  // merge needs order
   }
@@ -2392,8 +2396,11 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
   const auto four = [&](const RowGroup& grp) {
     std::fill(dk_acc, dk_acc + kGsaCpuRowGroup * H * D, T(0));  // all rows: the tile also runs missing ones
     std::fill(dv_acc, dv_acc + kGsaCpuRowGroup * H * D, T(0));
-    if (pds != nullptr && tile_union(d, p, grp, p.graph.t_col) > 0) dkv_tile(p, b, grp, dk_acc, dv_acc, pds);
-    else dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc, pds);
+    if (pds != nullptr && tile_union(d, p, grp, p.graph.t_col, kTileWaste, kDkvTileMinRow) > 0) {
+      dkv_tile(p, b, grp, dk_acc, dv_acc, pds);
+    } else {
+      dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc, pds);
+    }
     for (int i = 0; i < grp.n; ++i) {
       T* dk_v = dk + at(p.dk_strides, b, grp.u[i]);
       T* dv_v = dv + at(p.dv_strides, b, grp.u[i]);

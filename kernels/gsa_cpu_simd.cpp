@@ -650,6 +650,38 @@ struct TileUnion {
   int64_t c_[R];
 };
 
+// The union of rows that each read a run of consecutive columns (window's rows), written straight into st without
+// the R-way merge: true when every row is such a run and the union has at most `most` columns (st.node then holds
+// it; a run too long leaves st.node non-empty).
+template <int R>
+bool contiguous_union(const RowGroupT<R>& grp, const int32_t* col, double most, UnionStore<R>& st) {
+  int64_t first[R], last[R], lo = INT64_MAX, hi = INT64_MIN;  // row i's run: columns first[i]..last[i]
+  for (int i = 0; i < R; ++i) {
+    first[i] = INT64_MAX, last[i] = INT64_MIN;  // no row, or an empty one: reads nothing
+    if (i >= grp.n || grp.e1[i] == grp.e0[i]) continue;
+    first[i] = col[grp.e0[i]], last[i] = col[grp.e1[i] - 1];
+    if (last[i] - first[i] != grp.e1[i] - grp.e0[i] - 1) return false;  // sorted and distinct: a gap in the row
+    lo = std::min(lo, first[i]), hi = std::max(hi, last[i]);
+  }
+  if (lo > hi) return false;
+  st.at.resize(static_cast<size_t>((hi - lo + 1) * R));
+  int64_t n = 0;
+  for (int64_t c = lo; c <= hi; ++c) {
+    int64_t* at = st.at.data() + n * R;
+    bool any = false;
+    for (int i = 0; i < R; ++i) {
+      const bool has = c >= first[i] && c <= last[i];
+      at[i] = has ? grp.e0[i] + (c - first[i]) : -1;
+      any = any || has;
+    }
+    if (!any) continue;  // a column between the rows' runs that none reads
+    st.node.push_back(c);
+    if (static_cast<double>(++n) > most) return false;
+  }
+  st.at.resize(static_cast<size_t>(n * R));
+  return true;
+}
+
 // Returns the size of the union when the tile applies, else 0 (col: the sources of the rows, or the destinations of
 // sources in the backward by source).
 template <class D, int R>
@@ -686,6 +718,11 @@ int64_t tile_union(D d, const GsaParams& p, const RowGroupT<R>& grp, const int32
   int64_t unions = 0;
   UnionStore<R>& st = UnionStore<R>::mine();
   st.begin();
+  if (contiguous_union(grp, col, most, st)) {
+    st.finish(grp, col);
+    return static_cast<int64_t>(st.node.size());
+  }
+  if (!st.node.empty()) return 0;  // contiguous rows, but too many columns
   TileUnion<64, R> un(grp, col);  // merges: the store is invalid
   while (un.next(1)) {
     unions += un.n;
@@ -1174,10 +1211,15 @@ bool wide_feasible(const GsaParams& p, const G& grp) {
 template <int R, typename T>
 void wide_transpose(const GsaParams& p, int64_t b, const RowGroupT<R>& grp, const T* x, const GsaStrides& st,
                     T* xt) {
-  for (int i = 0; i < R; ++i) {
-    const T* x_i = i < grp.n ? x + at(st, b, grp.u[i]) : nullptr;
-    for (int64_t h = 0; h < p.H; ++h) {
-      for (int64_t e = 0; e < p.D; ++e) xt[(h * p.D + e) * R + i] = x_i != nullptr ? x_i[h * st.head + e] : T(0);
+  const T* x_i[R];
+  for (int i = 0; i < grp.n; ++i) x_i[i] = x + at(st, b, grp.u[i]);
+  // Row by row within each element: the stores stay contiguous (by column they strided the whole of xt, L1's size).
+  for (int64_t h = 0; h < p.H; ++h) {
+    for (int64_t e = 0; e < p.D; ++e) {
+      T* out = xt + (h * p.D + e) * R;
+      const int64_t off = h * st.head + e;
+      for (int i = 0; i < grp.n; ++i) out[i] = x_i[i][off];
+      for (int i = grp.n; i < R; ++i) out[i] = T(0);
     }
   }
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Interleaved comparison of two sparsebench binaries: run.sh SCENARIO ROUNDS OLD_BIN NEW_BIN [OUT_DIR]; keeps every
-# round's Google Benchmark JSON (old-r1.json, new-r1.json, ...) and prints medians, ranges, ratios and GEMM fractions.
+# Interleaved timing of two sparsebench binaries on one kernel scenario, for the records in results/kernels/.
+# Usage: compare_kernels.sh SCENARIO ROUNDS OLD_BIN NEW_BIN [OUT_DIR]; TGT pins both to a SIMD target (AVX2 unless
+# given). Keeps every round's Google Benchmark JSON (old-r1.json, new-r1.json, ...) and prints medians, ranges,
+# ratios and GEMM fractions.
 set -euo pipefail
 SC=$1; R=$2; OLD=$3; NEW=$4; OUT=${5:-.}
 for r in $(seq "$R"); do

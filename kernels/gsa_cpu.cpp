@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -95,9 +96,12 @@ GsaSplitPlan rows_plan(const GsaGraphView& g, const int32_t* rel) {
                                kGsaCpuColumnBlock, kGsaCpuRowGroup, rel);
 }
 
-// Sources' plan: heavy sources cut into pieces.
+// Sources' plan: heavy sources cut into pieces, at full blocks of destinations where they hold them (bpt's and
+// segtree's span nodes, attended by runs of tokens), so that pieces of different sources over one block run as a
+// tile (dkv_tile_pieces): each destination's q and dO rows, loaded once, serve up to 4 span sources.
 GsaSplitPlan sources_plan(const GsaGraphView& g) {
-  return gsa_split_plan(g.t_row_ptr, g.n_nodes, gsa_split_threshold(g.n_nodes, g.n_edges));
+  return gsa_column_split_plan(g.t_row_ptr, g.t_col, g.n_nodes, gsa_split_threshold(g.n_nodes, g.n_edges),
+                               kGsaCpuSourceBlock, kGsaCpuRowGroup);
 }
 
 // One of a call's plans (which: a member of GsaCpuPlans): the prepared graph's, else only that one made here (kept
@@ -253,8 +257,10 @@ void backward_impl(const GsaParams& p) {
     for (int64_t c = rows.piece_ptr[i]; c < rows.piece_ptr[i + 1]; ++c) rel_slot[c] = n_rel_pieces++;
   }
   std::vector<T> rel_pieces(static_cast<size_t>(n_rel_pieces * p.B * R * D));
-  const int64_t n_row_tiles = rows.n_tiles();
-  std::vector<T> dkv_pieces(static_cast<size_t>(n_src_pieces * p.B * 2 * HD));
+  const int64_t n_row_tiles = rows.n_tiles(), n_src_tiles = srcs.n_tiles();
+  // Written whole by every piece before the merges read it, so not zeroed here (bpt k=16 at n=8192: 3,472 pieces,
+  // 14 MB).
+  const std::unique_ptr<T[]> dkv_pieces(new T[static_cast<size_t>(n_src_pieces * p.B * 2 * HD)]);
   const int64_t n_split_rows = static_cast<int64_t>(rows.split_rows.size());
   const int64_t n_split_srcs = static_cast<int64_t>(srcs.split_rows.size());
 #pragma omp parallel
@@ -300,13 +306,28 @@ void backward_impl(const GsaParams& p) {
         k.dq_rows(p, u0, std::min(p.N, u0 + kRowBlock), skip_rows, part, pds, scratch.data());
       }
     }
-    // Pass 2 (needs every row's delta, and the edge cache complete): dk, dv by source.
-    const int64_t work2 = p.B * (n_src_pieces + n_blocks);
+    // Pass 2 (needs every row's delta, and the edge cache complete): dk, dv by source: column tiles, the other
+    // pieces, then source blocks.
+    const int64_t work2 = p.B * (n_src_tiles + n_src_pieces + n_blocks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < work2; ++w) {
-      const int64_t b = w % p.B, i = w / p.B;
+      const int64_t b = w % p.B;
+      if (w < n_src_tiles * p.B) {
+        int64_t v[kGsaCpuRowGroup], t0[kGsaCpuRowGroup], t1[kGsaCpuRowGroup], c[kGsaCpuRowGroup];
+        void* dk_st[kGsaCpuRowGroup];
+        void* dv_st[kGsaCpuRowGroup];
+        const int n = tile_members(srcs, w / p.B, v, t0, t1, c);
+        for (int j = 0; j < n; ++j) {
+          dk_st[j] = dkv_pieces.get() + (c[j] * p.B + b) * 2 * HD;
+          dv_st[j] = static_cast<T*>(dk_st[j]) + HD;
+        }
+        k.dkv_tile_pieces(p, b, n, v, t0, t1, dk_st, dv_st, pds, scratch.data());
+        continue;
+      }
+      const int64_t i = w / p.B - n_src_tiles;
+      if (i < n_src_pieces && srcs.piece_tiled[static_cast<size_t>(i)]) continue;
       if (i < n_src_pieces) {
-        T* st = dkv_pieces.data() + (i * p.B + b) * 2 * HD;
+        T* st = dkv_pieces.get() + (i * p.B + b) * 2 * HD;
         k.dkv_piece(p, b, srcs.piece_row[i], srcs.piece_begin[i], srcs.piece_end[i], st, st + HD, pds,
                     scratch.data());
       } else {
@@ -330,7 +351,7 @@ void backward_impl(const GsaParams& p) {
         const int64_t v = srcs.split_rows[j], c0 = srcs.piece_ptr[j], nc = srcs.piece_ptr[j + 1] - c0;
         T* dk_v = static_cast<T*>(p.dk) + b * p.dk_strides.batch + v * p.dk_strides.node;
         T* dv_v = static_cast<T*>(p.dv) + b * p.dv_strides.batch + v * p.dv_strides.node;
-        const T* first = dkv_pieces.data() + (c0 * p.B + b) * 2 * HD;
+        const T* first = dkv_pieces.get() + (c0 * p.B + b) * 2 * HD;
         for (int64_t h = 0; h < H; ++h) {
           sum_parts(dk_v + h * p.dk_strides.head, first + h * D, nc, p.B * 2 * HD, D, scale);
           sum_parts(dv_v + h * p.dv_strides.head, first + HD + h * D, nc, p.B * 2 * HD, D, T(1));

@@ -50,6 +50,10 @@ struct GsaCpuCores {
   // gradients added into rel_part, pds filled for the pieces' edges when given.
   void (*dq_tile_pieces)(const GsaParams& p, int64_t b, int n, const int64_t* u, const int64_t* e0, const int64_t* e1,
                          void* const* dq_acc, void* rel_part, void* pds, void* scratch);
+  // Partial dk, dv of n pieces of different sources over the same destinations (a column tile of the sources'
+  // plan), as dkv_piece gives them (dk_acc[i], dv_acc[i]: [H, D], dk unscaled).
+  void (*dkv_tile_pieces)(const GsaParams& p, int64_t b, int n, const int64_t* u, const int64_t* e0, const int64_t* e1,
+                          void* const* dk_acc, void* const* dv_acc, const void* pds, void* scratch);
 };
 
 struct GsaCpuTargetCores {

@@ -2481,6 +2481,30 @@ void dkv_piece(const GsaParams& p, int64_t b, int64_t v, int64_t t0, int64_t t1,
   else dkv_accumulate<false>(p, b, grp, dk, dv, cache);
 }
 
+// A column tile of the sources' plan: pieces of different sources over the same destinations, as one register
+// tile when the edge cache is there (else source by source); dk_acc[i], dv_acc[i] as dkv_piece gives them.
+template <typename T>
+void dkv_tile_pieces(const GsaParams& p, int64_t b, int n, const int64_t* u, const int64_t* e0, const int64_t* e1,
+                     void* const* dk_acc, void* const* dv_acc, const void* pds, void* scratch) {
+  const RowGroup grp = piece_group(n, u, e0, e1);
+  const int64_t HD = p.H * p.D;
+  T* dk = static_cast<T*>(scratch);
+  T* dv = dk + kGsaCpuRowGroup * HD;
+  std::fill(dk, dv + kGsaCpuRowGroup * HD, T(0));  // all rows: the tile also runs missing ones
+  const T* cache = static_cast<const T*>(pds);
+  if (cache != nullptr && tile_union(hn::ScalableTag<T>(), p, grp, p.graph.t_col, kTileWaste, kDkvTileMinRow) > 0) {
+    dkv_tile(p, b, grp, dk, dv, cache);
+  } else if (p.rel_emb != nullptr) {
+    dkv_accumulate<true>(p, b, grp, dk, dv, cache);
+  } else {
+    dkv_accumulate<false>(p, b, grp, dk, dv, cache);
+  }
+  for (int i = 0; i < n; ++i) {
+    std::copy(dk + i * HD, dk + (i + 1) * HD, static_cast<T*>(dk_acc[i]));
+    std::copy(dv + i * HD, dv + (i + 1) * HD, static_cast<T*>(dv_acc[i]));
+  }
+}
+
 template <typename T>
 void exp_inplace(void* x, int64_t n) {
   const hn::ScalableTag<T> d;
@@ -2499,7 +2523,8 @@ void exp_inplace(void* x, int64_t n) {
 template <typename T>
 constexpr GsaCpuCores cores_for() {
   return {forward_rows<T>, forward_piece<T>, delta_rows<T>, dq_rows<T>, dq_piece<T>, dkv_rows<T>, dkv_piece<T>,
-          exp_inplace<T>, forward_groups<T>, forward_tile_pieces<T>, group_kind<T>, dq_tile_pieces<T>};
+          exp_inplace<T>, forward_groups<T>, forward_tile_pieces<T>, group_kind<T>, dq_tile_pieces<T>,
+          dkv_tile_pieces<T>};
 }
 
 }  // namespace

@@ -48,15 +48,15 @@ struct GsaCpuPlans {
 // threshold <= 0 splits nothing.
 GsaSplitPlan gsa_split_plan(const int64_t* row_ptr, int64_t n_rows, int64_t threshold);
 
-// The forward's plan: as gsa_split_plan, except that a row holding full aligned blocks of `block` columns (every
-// column c of [t * block, (t + 1) * block) exactly once, columns ascending) is cut at those blocks when it is heavy
-// or its aligned group of `group` rows would not run as a register tile (bpt's and segtree's span nodes: rows
-// whose neighbours share none of their sources; bigbird's global rows when heavy). Pieces of different
-// rows over the same block then form tiles of up to `group` pieces, in ascending block order, so the block's key
-// and value rows serve every piece of a tile. The edges between blocks form pieces of at most `threshold` edges.
-// With `rel` (the edges' relations), only rows whose edges all share one relation are cut at blocks (the backward
-// by destination's plan: such a row's relation gradient is zero, so its pieces need no relation partials).
-// Depends on the graph alone, so results stay reproducible.
+// The forward's plan (and, over the transpose, the backward by source's): as gsa_split_plan, except that a row holding
+// full aligned blocks of `block` columns (every column c of [t * block, (t + 1) * block) exactly once, columns
+// ascending) is cut at those blocks when it is heavy or its aligned group of `group` rows would not run as a register
+// tile (bpt's and segtree's span nodes: rows whose neighbours share none of their sources; bigbird's global rows when
+// heavy). Pieces of different rows over the same block then form tiles of up to `group` pieces, in ascending block
+// order, so the block's key and value rows serve every piece of a tile. The edges between blocks form pieces of at most
+// `threshold` edges. With `rel` (the edges' relations), only rows whose edges all share one relation are cut at blocks
+// (the backward by destination's plan: such a row's relation gradient is zero, so its pieces need no relation
+// partials). Depends on the graph alone, so results stay reproducible.
 GsaSplitPlan gsa_column_split_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_rows, int64_t threshold,
                                    int64_t block, int group, const int32_t* rel = nullptr);
 
@@ -80,6 +80,11 @@ constexpr double kGsaTileWaste = 1.3;
 
 // Columns per block of the CPU forward's column tiles (gsa_column_split_plan): the forward tile's shortest rows.
 constexpr int64_t kGsaCpuColumnBlock = 32;
+
+// Destinations per block of the CPU backward by source's column tiles: larger than the forward's, since each piece
+// keeps a partial dk, dv ([H, D] each) until the merge. At bpt k=4/16/64, n=8192, 128 made 1,400-3,472 pieces where
+// 32 made 5,552-13,536, and ran 0.97-0.98 of the time of heavy sources cut by degree (32: 1.00-1.02).
+constexpr int64_t kGsaCpuSourceBlock = 128;
 
 // The CPU kernels' order of the blocks of kGsaCpuRowBlock rows: ascending by the smallest column (source, or
 // destination in the transpose) of their edges, ties and edgeless blocks in block order. Rows whose columns are

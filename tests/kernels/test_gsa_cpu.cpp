@@ -369,7 +369,8 @@ TEST_P(GsaCpuTarget, LongRowsOverFewRelationsMatchReference) {
 // bpt k=64 and bigbird with relations as wide tiles by column (4-row tiles on AVX-512, which keeps wide tiles to those
 // with one table); bpt's span nodes as column tiles (pieces of 4 span rows over one block of 32 tokens, merged per row
 // afterwards), its lowest span nodes (2 sources each) packed into the lanes together. The backward by destination takes
-// the forward's wide tiles, relation terms alike; window's sources take wide tiles in the backward by source. Each
+// the forward's wide tiles, relation terms alike; window's sources take wide tiles in the backward by source, bpt's
+// span sources column tiles (pieces of up to 4 span sources over one block of kGsaCpuSourceBlock tokens). Each
 // graph must actually take its tile path on every target with vectors of 4+ floats, and match the reference in fp32 and
 // fp64 (gradients included) with bits independent of the thread count.
 TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
@@ -378,12 +379,13 @@ TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
     GsaCase c;
     bool by_column;  // the 4-row tiles expected take relation terms by column
     enum { kNoWide, kWide, kWideByColumn } wide;  // most rows run as wide tiles (by column: not on AVX-512)
+    bool source_tiles = false;  // span sources hold full blocks of kGsaCpuSourceBlock destinations
   };
   const std::vector<TileCase> cases = {
       {{"bpt", {{"k", 8}}, 600, false, 32, 2, 2, true}, true, TileCase::kNoWide},
       {{"bpt", {{"k", 8}}, 600, true, 32, 2, 1, true}, true, TileCase::kNoWide},
       {{"bpt", {{"k", 8}}, 600, false, 32, 2, 1, false}, false, TileCase::kNoWide},
-      {{"bpt", {{"k", 64}}, 700, false, 32, 2, 1, true}, true, TileCase::kWideByColumn},
+      {{"bpt", {{"k", 64}}, 700, false, 32, 2, 2, true}, true, TileCase::kWideByColumn, true},
       {{"window", {{"w", 128}}, 400, false, 32, 2, 1, false}, false, TileCase::kWide},
       {{"window", {{"w", 128}}, 400, true, 32, 2, 1, true}, false, TileCase::kWide},
       {{"bigbird", {{"b", 16}, {"r", 2}}, 512, false, 32, 2, 1, true}, false, TileCase::kWideByColumn},
@@ -402,6 +404,9 @@ TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
     p.R = hg.n_relations;
     p.rel_emb = t.c.rel ? &dummy : nullptr;
     const GsaCpuForwardGroups groups = gsa_cpu_forward_groups(p);
+    if (t.source_tiles) {  // the plan depends on the graph alone
+      EXPECT_GT(hg.cpu_plans.sources.n_tiles(), 0) << t.c.id() << ": span sources' column tiles expected";
+    }
     // bpt's span nodes of 32+ tokens run as column tiles: at least one per block of 32 tokens.
     const int64_t column_tiles = t.c.pattern == "bpt" ? t.c.n / kGsaCpuColumnBlock : 0;
     if (tiles) {  // tiles covering at least 3/4 of the tokens

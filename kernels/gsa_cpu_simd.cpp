@@ -652,7 +652,7 @@ struct TileUnion {
 
 // The union of rows that each read a run of consecutive columns (window's rows), written straight into st without
 // the R-way merge: true when every row is such a run and the union has at most `most` columns (st.node then holds
-// it; a run too long leaves st.node non-empty).
+// it; a union over `most` columns leaves st.node non-empty, a row with a gap leaves it empty).
 template <int R>
 bool contiguous_union(const RowGroupT<R>& grp, const int32_t* col, double most, UnionStore<R>& st) {
   int64_t first[R], last[R], lo = INT64_MAX, hi = INT64_MIN;  // row i's run: columns first[i]..last[i]

@@ -651,35 +651,40 @@ struct TileUnion {
 };
 
 // The union of rows that each read a run of consecutive columns (window's rows), written straight into st without
-// the R-way merge: true when every row is such a run and the union has at most `most` columns (st.node then holds
-// it; a union over `most` columns leaves st.node non-empty, a row with a gap leaves it empty).
+// the R-way merge. Returns its size, 0 when it has more than `most` columns, -1 when some row is not one run (then
+// the merge decides). Columns between the runs that no row reads are skipped, not walked.
 template <int R>
-bool contiguous_union(const RowGroupT<R>& grp, const int32_t* col, double most, UnionStore<R>& st) {
+int64_t contiguous_union(const RowGroupT<R>& grp, const int32_t* col, double most, UnionStore<R>& st) {
   int64_t first[R], last[R], lo = INT64_MAX, hi = INT64_MIN;  // row i's run: columns first[i]..last[i]
   for (int i = 0; i < R; ++i) {
     first[i] = INT64_MAX, last[i] = INT64_MIN;  // no row, or an empty one: reads nothing
     if (i >= grp.n || grp.e1[i] == grp.e0[i]) continue;
     first[i] = col[grp.e0[i]], last[i] = col[grp.e1[i] - 1];
-    if (last[i] - first[i] != grp.e1[i] - grp.e0[i] - 1) return false;  // sorted and distinct: a gap in the row
+    if (last[i] - first[i] != grp.e1[i] - grp.e0[i] - 1) return -1;  // sorted and distinct: a gap in the row
     lo = std::min(lo, first[i]), hi = std::max(hi, last[i]);
   }
-  if (lo > hi) return false;
-  st.at.resize(static_cast<size_t>((hi - lo + 1) * R));
+  if (lo > hi) return -1;
   int64_t n = 0;
   for (int64_t c = lo; c <= hi; ++c) {
+    st.at.resize(static_cast<size_t>((n + 1) * R));
     int64_t* at = st.at.data() + n * R;
     bool any = false;
+    int64_t next = INT64_MAX;  // the first run starting after c
     for (int i = 0; i < R; ++i) {
       const bool has = c >= first[i] && c <= last[i];
       at[i] = has ? grp.e0[i] + (c - first[i]) : -1;
       any = any || has;
+      if (first[i] > c) next = std::min(next, first[i]);
     }
-    if (!any) continue;  // a column between the rows' runs that none reads
+    if (!any) {  // between the rows' runs: on to the next one (there is one, since c < hi)
+      c = next - 1;
+      continue;
+    }
     st.node.push_back(c);
-    if (static_cast<double>(++n) > most) return false;
+    if (static_cast<double>(++n) > most) return 0;
   }
   st.at.resize(static_cast<size_t>(n * R));
-  return true;
+  return n;
 }
 
 // Returns the size of the union when the tile applies, else 0 (col: the sources of the rows, or the destinations of
@@ -718,11 +723,11 @@ int64_t tile_union(D d, const GsaParams& p, const RowGroupT<R>& grp, const int32
   int64_t unions = 0;
   UnionStore<R>& st = UnionStore<R>::mine();
   st.begin();
-  if (contiguous_union(grp, col, most, st)) {
-    st.finish(grp, col);
-    return static_cast<int64_t>(st.node.size());
+  const int64_t runs = contiguous_union(grp, col, most, st);
+  if (runs >= 0) {
+    if (runs > 0) st.finish(grp, col);
+    return runs;
   }
-  if (!st.node.empty()) return 0;  // contiguous rows, but too many columns
   TileUnion<64, R> un(grp, col);  // merges: the store is invalid
   while (un.next(1)) {
     unions += un.n;
@@ -2426,6 +2431,17 @@ bool dkv_wide(const GsaParams&, int64_t, const G&, const T*, T*) {
 }
 #endif
 
+// dk, dv of a group of sources into zeroed accumulators [kGsaCpuRowGroup][H][D] (dk unscaled): as one register tile
+// where the edge cache is there and the group's union pays, else source by source.
+template <bool REL, typename T>
+void dkv_group(const GsaParams& p, int64_t b, const RowGroup& grp, T* dk_acc, T* dv_acc, const T* pds) {
+  if (pds != nullptr && tile_union(hn::ScalableTag<T>(), p, grp, p.graph.t_col, kTileWaste, kDkvTileMinRow) > 0) {
+    dkv_tile(p, b, grp, dk_acc, dv_acc, pds);
+  } else {
+    dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc, pds);
+  }
+}
+
 template <bool REL, typename T>
 void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uint8_t* skip, const T* pds,
                 T* scratch) {
@@ -2438,11 +2454,7 @@ void dkv_rows_t(const GsaParams& p, int64_t b, int64_t v0, int64_t v1, const uin
   const auto four = [&](const RowGroup& grp) {
     std::fill(dk_acc, dk_acc + kGsaCpuRowGroup * H * D, T(0));  // all rows: the tile also runs missing ones
     std::fill(dv_acc, dv_acc + kGsaCpuRowGroup * H * D, T(0));
-    if (pds != nullptr && tile_union(d, p, grp, p.graph.t_col, kTileWaste, kDkvTileMinRow) > 0) {
-      dkv_tile(p, b, grp, dk_acc, dv_acc, pds);
-    } else {
-      dkv_accumulate<REL>(p, b, grp, dk_acc, dv_acc, pds);
-    }
+    dkv_group<REL>(p, b, grp, dk_acc, dv_acc, pds);
     for (int i = 0; i < grp.n; ++i) {
       T* dk_v = dk + at(p.dk_strides, b, grp.u[i]);
       T* dv_v = dv + at(p.dv_strides, b, grp.u[i]);
@@ -2492,13 +2504,8 @@ void dkv_tile_pieces(const GsaParams& p, int64_t b, int n, const int64_t* u, con
   T* dv = dk + kGsaCpuRowGroup * HD;
   std::fill(dk, dv + kGsaCpuRowGroup * HD, T(0));  // all rows: the tile also runs missing ones
   const T* cache = static_cast<const T*>(pds);
-  if (cache != nullptr && tile_union(hn::ScalableTag<T>(), p, grp, p.graph.t_col, kTileWaste, kDkvTileMinRow) > 0) {
-    dkv_tile(p, b, grp, dk, dv, cache);
-  } else if (p.rel_emb != nullptr) {
-    dkv_accumulate<true>(p, b, grp, dk, dv, cache);
-  } else {
-    dkv_accumulate<false>(p, b, grp, dk, dv, cache);
-  }
+  if (p.rel_emb != nullptr) dkv_group<true>(p, b, grp, dk, dv, cache);
+  else dkv_group<false>(p, b, grp, dk, dv, cache);
   for (int i = 0; i < n; ++i) {
     std::copy(dk + i * HD, dk + (i + 1) * HD, static_cast<T*>(dk_acc[i]));
     std::copy(dv + i * HD, dv + (i + 1) * HD, static_cast<T*>(dv_acc[i]));

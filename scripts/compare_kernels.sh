@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Interleaved timing of two sparsebench binaries on one kernel scenario, for the records in results/kernels/.
 # Usage: compare_kernels.sh SCENARIO ROUNDS OLD_BIN NEW_BIN [OUT_DIR]; TGT pins both to a SIMD target (AVX2 unless
-# given). Keeps every round's Google Benchmark JSON (old-r1.json, new-r1.json, ...) and prints medians, ranges,
-# ratios and GEMM fractions.
+# given); NEW_SCENARIO gives the new side another scenario with the same points (e.g. one setting changed, with
+# OLD_BIN = NEW_BIN). Keeps every round's Google Benchmark JSON (old-r1.json, new-r1.json, ...) and prints medians,
+# ranges, ratios and GEMM fractions.
 set -euo pipefail
 SC=$1; R=$2; OLD=$3; NEW=$4; OUT=${5:-.}
 for r in $(seq "$R"); do
   for v in old new; do
-    bin=$OLD; [ "$v" = new ] && bin=$NEW
-    SB_CPU_TARGET=${TGT:-AVX2} "$bin" bench kernels --scenario "$SC" --benchmark_repetitions=3 \
+    bin=$OLD sc=$SC; [ "$v" = new ] && bin=$NEW sc=${NEW_SCENARIO:-$SC}
+    SB_CPU_TARGET=${TGT:-AVX2} "$bin" bench kernels --scenario "$sc" --benchmark_repetitions=3 \
       --benchmark_format=json > "$OUT/$v-r$r.json" 2>/dev/null
   done
 done

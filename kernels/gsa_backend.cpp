@@ -2,6 +2,8 @@
 #include "kernels/gsa_backend.h"
 
 #include <fmt/format.h>
+
+#include <cstdlib>
 #include <memory>
 
 #include "kernels/gsa_cpu.h"
@@ -60,12 +62,28 @@ const Registry& registry() {
     Registry reg;
     for (const std::string& target : gsa_cpu_targets()) reg.owned.push_back(std::make_unique<CpuBackend>(target));
 #ifdef SB_WITH_CUDA
-    reg.owned.push_back(make_gsa_cuda_backend());
+    reg.owned.push_back(make_gsa_cuda_backend(GsaCudaKernels::lane_groups));
+    reg.owned.push_back(make_gsa_cuda_backend(GsaCudaKernels::warp));
 #endif
     for (const auto& b : reg.owned) reg.list.push_back(b.get());
     return reg;
   }();
   return r;
+}
+
+// The CUDA backend a GsaBackendScope pinned ("" when none).
+std::string& pinned_cuda_backend() {
+  static std::string name;
+  return name;
+}
+
+// The CUDA backend SB_CUDA_KERNELS names: groups (or unset) -> "cuda", warp -> "cuda:warp".
+std::string cuda_backend_from_env() {
+  const char* env = std::getenv("SB_CUDA_KERNELS");
+  const std::string v = env != nullptr ? env : "";
+  if (v.empty() || v == "groups") return "cuda";
+  if (v == "warp") return "cuda:warp";
+  throw Error(fmt::format("SB_CUDA_KERNELS={}: expected groups (lane groups where they apply) or warp", v));
 }
 
 }  // namespace
@@ -93,7 +111,13 @@ const GsaBackend* find_gsa_backend(const std::string& name) {
 
 GsaBackendScope::GsaBackendScope(const GsaBackend& b) {
   const auto* cpu = dynamic_cast<const CpuBackend*>(&b);
-  if (cpu == nullptr) return;  // one backend per other device: nothing to choose
+  if (cpu == nullptr) {
+    if (b.device() != GsaDevice::cuda) return;
+    saved_cuda_backend_ = pinned_cuda_backend();
+    pinned_cuda_backend() = b.name();
+    cuda_pinned_ = true;
+    return;
+  }
   const std::string active = gsa_cpu_target();
   if (active == cpu->target()) return;
   gsa_cpu_pin_target(cpu->target());
@@ -102,12 +126,14 @@ GsaBackendScope::GsaBackendScope(const GsaBackend& b) {
 
 GsaBackendScope::~GsaBackendScope() {
   if (!saved_cpu_target_.empty()) gsa_cpu_pin_target(saved_cpu_target_);
+  if (cuda_pinned_) pinned_cuda_backend() = saved_cuda_backend_;
 }
 
 const GsaBackend* gsa_backend_for(GsaDevice device) {
   if (device == GsaDevice::cpu) return find_gsa_backend("cpu:" + gsa_cpu_target());
-  for (const GsaBackend* b : gsa_backends()) {
-    if (b->device() == device) return b;
+  if (device == GsaDevice::cuda) {
+    const std::string& pinned = pinned_cuda_backend();
+    return find_gsa_backend(pinned.empty() ? cuda_backend_from_env() : pinned);
   }
   return nullptr;
 }

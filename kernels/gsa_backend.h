@@ -25,7 +25,7 @@ struct GsaWorkspace {
 class GsaBackend {
  public:
   virtual ~GsaBackend() = default;
-  // e.g. "cpu:AVX2", "cpu:generic", "cuda"
+  // e.g. "cpu:AVX2", "cpu:generic", "cuda", "cuda:warp"
   virtual std::string name() const = 0;
   virtual GsaDevice device() const = 0;
   // "" when this backend runs the call p describes (dtype, shapes, head dimension; pointers are not read),
@@ -49,8 +49,9 @@ class GsaBackend {
 const std::vector<const GsaBackend*>& gsa_backends();
 // The backend named `name`, or nullptr.
 const GsaBackend* find_gsa_backend(const std::string& name);
-// The backend calls on `device` use: the active CPU target (gsa_cpu_target()) or CUDA; nullptr when this
-// build has none for the device.
+// The backend calls on `device` use: the active CPU target (gsa_cpu_target()), or the CUDA backend that
+// SB_CUDA_KERNELS names (groups or unset: "cuda", warp: "cuda:warp"; another value throws sb::Error); nullptr
+// when this build has none for the device.
 const GsaBackend* gsa_backend_for(GsaDevice device);
 // Makes `b` the backend gsa_backend_for(b.device()) returns while it lives (a CPU backend pins its target
 // and the previous one comes back after); how a caller, e.g. a test, sends the op to one backend.
@@ -63,6 +64,8 @@ class GsaBackendScope {
 
  private:
   std::string saved_cpu_target_;  // empty when nothing was pinned
+  std::string saved_cuda_backend_;
+  bool cuda_pinned_ = false;
 };
 
 // Throws sb::Error "graph_attention: <backend> does not support <reason>" when b cannot run p.

@@ -45,6 +45,36 @@ template <typename A> SB_HD A gsa_rescale(A m_old, A m_new) {
   return m_old == gsa_neg_inf<A>() ? A(0) : gsa_exp(m_old - m_new);
 }
 
+// Adds one edge of scaled score s to st; returns the factor by which the running sums (l is done here, the
+// output accumulator is the caller's) are rescaled, and the edge's weight exp(s - m) for its value row.
+template <typename A>
+struct GsaPush {
+  A alpha;
+  A weight;
+};
+template <typename A> SB_HD GsaPush<A> gsa_push(GsaSoftmaxState<A>& st, A s) {
+  const A m_new = s > st.m ? s : st.m;
+  const GsaPush<A> f{gsa_rescale(st.m, m_new), gsa_exp(s - m_new)};
+  st.l = st.l * f.alpha + f.weight;
+  st.m = m_new;
+  return f;
+}
+
+// Merges into st the state of a disjoint set of edges of the same row (a split row's pieces, a warp's lane
+// groups); returns the factors for st's own accumulator and for the other's (0 for a side that saw nothing).
+template <typename A>
+struct GsaMerge {
+  A self;
+  A other;
+};
+template <typename A> SB_HD GsaMerge<A> gsa_merge(GsaSoftmaxState<A>& st, const GsaSoftmaxState<A>& other) {
+  const A m = other.m > st.m ? other.m : st.m;
+  const GsaMerge<A> f{gsa_rescale(st.m, m), gsa_rescale(other.m, m)};
+  st.l = st.l * f.self + other.l * f.other;
+  st.m = m;
+  return f;
+}
+
 // log-sum-exp of a finished row; -inf when the row has no sources.
 template <typename A> SB_HD A gsa_lse(const GsaSoftmaxState<A>& st) {
   return st.l > A(0) ? st.m + gsa_log(st.l) : gsa_neg_inf<A>();

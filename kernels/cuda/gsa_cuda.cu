@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -177,17 +178,12 @@ __global__ void forward_kernel(GsaParams p, typename GsaAcc<T>::type* pieces) {
   for (int64_t e = t.e0; e < t.e1; ++e) {
     const int64_t src = p.graph.col[e];
     const T* r = rel_emb != nullptr ? rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
-    const A s = edge_score<P>(qr, k + offset(p.k_strides, b, src, h), r, p.D, lane, scale);
-    const A m_new = s > st.m ? s : st.m;
-    const A alpha = gsa_rescale(st.m, m_new);
-    const A pr = gsa_exp(s - m_new);
-    st.l = st.l * alpha + pr;
-    st.m = m_new;
+    const GsaPush<A> f = gsa_push(st, edge_score<P>(qr, k + offset(p.k_strides, b, src, h), r, p.D, lane, scale));
     const T* v_src = v + offset(p.v_strides, b, src, h);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int64_t d = lane + kWarp * i;
-      acc[i] = acc[i] * alpha + (d < p.D ? pr * load(v_src + d) : A(0));
+      acc[i] = acc[i] * f.alpha + (d < p.D ? f.weight * load(v_src + d) : A(0));
     }
   }
   if (t.piece < 0) {
@@ -391,6 +387,269 @@ __global__ void dkv_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dk
   store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h), dv, A(1), p.D, lane);
 }
 
+// ---- Lane-group kernels: L lanes per edge, each loading 16 bytes (V values) of a row at once, so a warp works on
+// G = 32 / L edges together (D = L V: bf16/fp16 D = 64 gives 8 lanes and 4 edges). The warp-per-edge kernels above
+// load 2 or 4 bytes per lane and reduce every dot over 32 lanes; these issue one 16-byte load per lane and row and
+// reduce over L lanes. Each group keeps its own partial state for its edges (e0 + g, e0 + g + G, ...), merged
+// across groups at the end in a fixed butterfly order, so results stay bitwise identical from run to run. Used
+// when D = L V for L in 2..32 and every row starts on 16 bytes (gsa_cuda_vector_ok); fp64 keeps the warp kernels.
+
+template <typename T> constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+
+template <typename T> __device__ __forceinline__ void load_vec(float (&x)[kVec<T>], const T* p);
+template <> __device__ __forceinline__ void load_vec<float>(float (&x)[4], const float* p) {
+  const float4 f = *reinterpret_cast<const float4*>(p);
+  x[0] = f.x; x[1] = f.y; x[2] = f.z; x[3] = f.w;
+}
+template <> __device__ __forceinline__ void load_vec<__nv_bfloat16>(float (&x)[8], const __nv_bfloat16* p) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h2[i]);
+    x[2 * i] = f.x;
+    x[2 * i + 1] = f.y;
+  }
+}
+template <> __device__ __forceinline__ void load_vec<__half>(float (&x)[8], const __half* p) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const __half2* h2 = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h2[i]);
+    x[2 * i] = f.x;
+    x[2 * i + 1] = f.y;
+  }
+}
+
+// Stores x * scale to the V values at p (16 bytes).
+template <typename T> __device__ __forceinline__ void store_vec(T* p, const float (&x)[kVec<T>], float scale);
+template <> __device__ __forceinline__ void store_vec<float>(float* p, const float (&x)[4], float scale) {
+  *reinterpret_cast<float4*>(p) = make_float4(x[0] * scale, x[1] * scale, x[2] * scale, x[3] * scale);
+}
+template <> __device__ __forceinline__ void store_vec<__nv_bfloat16>(__nv_bfloat16* p, const float (&x)[8],
+                                                                     float scale) {
+  uint4 u;
+  __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h2[i] = __floats2bfloat162_rn(x[2 * i] * scale, x[2 * i + 1] * scale);
+  *reinterpret_cast<uint4*>(p) = u;
+}
+template <> __device__ __forceinline__ void store_vec<__half>(__half* p, const float (&x)[8], float scale) {
+  uint4 u;
+  __half2* h2 = reinterpret_cast<__half2*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h2[i] = __floats2half2_rn(x[2 * i] * scale, x[2 * i + 1] * scale);
+  *reinterpret_cast<uint4*>(p) = u;
+}
+
+// Sum over the L lanes of a group (lanes differ in their low log2 L bits).
+template <int L> __device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int off = L / 2; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+// Sum over the G groups of the values each lane holds for its slice of D: afterwards every lane holds the sum.
+template <int L, int V> __device__ __forceinline__ void across_groups(float (&x)[V]) {
+#pragma unroll
+  for (int off = L; off < kWarp; off *= 2) {
+#pragma unroll
+    for (int i = 0; i < V; ++i) x[i] += __shfl_xor_sync(0xffffffffu, x[i], off);
+  }
+}
+
+template <int V> __device__ __forceinline__ float dot(const float (&a)[V], const float (&b)[V]) {
+  float s = 0;
+#pragma unroll
+  for (int i = 0; i < V; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// This lane's V values of k_src (+ the edge's relation row); relation rows start on 16 bytes (rel_stride % V == 0).
+template <typename T>
+__device__ __forceinline__ void key_slice(float (&kr)[kVec<T>], const GsaParams& p, const T* k_src, int64_t e,
+                                          int d0) {
+  load_vec<T>(kr, k_src + d0);
+  if (p.rel_emb != nullptr) {
+    float r[kVec<T>];
+    load_vec<T>(r, static_cast<const T*>(p.rel_emb) + p.graph.rel[e] * p.rel_stride + d0);
+#pragma unroll
+    for (int i = 0; i < kVec<T>; ++i) kr[i] += r[i];
+  }
+}
+
+template <int L, typename T>
+__global__ void forward_group_kernel(GsaParams p, float* pieces) {
+  constexpr int V = kVec<T>, G = kWarp / L;
+  Task t;
+  if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
+  const int64_t b = t.b, u = t.u, h = t.h;
+  const int lane = threadIdx.x % kWarp, g = lane / L, d0 = (lane % L) * V;
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const float scale = static_cast<float>(p.scale);
+  float qr[V], acc[V];
+  load_vec<T>(qr, static_cast<const T*>(p.q) + offset(p.q_strides, b, u, h) + d0);
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = 0;
+  GsaSoftmaxState<float> st = gsa_softmax_init<float>();
+  for (int64_t base = t.e0; base < t.e1; base += G) {
+    const int64_t e = base + g;
+    const bool valid = e < t.e1;  // the last round may leave groups idle; they still join the shuffles
+    int64_t src = 0;
+    float part = 0;
+    if (valid) {
+      src = p.graph.col[e];
+      float kr[V];
+      key_slice<T>(kr, p, k + offset(p.k_strides, b, src, h), e, d0);
+      part = dot(qr, kr);
+    }
+    const float s = group_sum<L>(part) * scale;
+    if (valid) {
+      const GsaPush<float> f = gsa_push(st, s);
+      float vr[V];
+      load_vec<T>(vr, v + offset(p.v_strides, b, src, h) + d0);
+#pragma unroll
+      for (int i = 0; i < V; ++i) acc[i] = acc[i] * f.alpha + f.weight * vr[i];
+    }
+  }
+#pragma unroll
+  for (int off = L; off < kWarp; off *= 2) {
+    const GsaSoftmaxState<float> other{__shfl_xor_sync(0xffffffffu, st.m, off),
+                                       __shfl_xor_sync(0xffffffffu, st.l, off)};
+    float acc_other[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc_other[i] = __shfl_xor_sync(0xffffffffu, acc[i], off);
+    const GsaMerge<float> f = gsa_merge(st, other);
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] = acc[i] * f.self + acc_other[i] * f.other;
+  }
+  if (g != 0) return;  // group 0 writes (every group holds the merged state, group 0's is the one kept)
+  if (t.piece < 0) {
+    store_vec<T>(static_cast<T*>(p.o) + offset(p.o_strides, b, u, h) + d0, acc, gsa_inv_norm(st));
+    if (lane == 0) static_cast<float*>(p.lse)[(b * p.N + u) * p.H + h] = gsa_lse(st);
+    return;
+  }
+  float* out = pieces + ((t.piece * p.B + b) * p.H + h) * (p.D + 2);
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[d0 + i] = acc[i];
+  if (lane == 0) {
+    out[p.D] = st.m;
+    out[p.D + 1] = st.l;
+  }
+}
+
+template <int L, typename T>
+__global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
+  constexpr int V = kVec<T>, G = kWarp / L;
+  Task t;
+  if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
+  const int64_t b = t.b, u = t.u, h = t.h;
+  const int lane = threadIdx.x % kWarp, g = lane / L, d0 = (lane % L) * V;
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const float scale = static_cast<float>(p.scale);
+  const int64_t row = (b * p.N + u) * p.H + h;
+  const float lse = static_cast<const float*>(p.lse)[row];
+  const float delta = static_cast<const float*>(p.delta)[row];
+  float qr[V], d_o[V], dq[V];
+  load_vec<T>(qr, static_cast<const T*>(p.q) + offset(p.q_strides, b, u, h) + d0);
+  load_vec<T>(d_o, static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, u, h) + d0);
+#pragma unroll
+  for (int i = 0; i < V; ++i) dq[i] = 0;
+  for (int64_t base = t.e0; base < t.e1; base += G) {
+    const int64_t e = base + g;
+    const bool valid = e < t.e1;
+    float kr[V], score = 0, dp = 0;
+    if (valid) {
+      const int64_t src = p.graph.col[e];
+      key_slice<T>(kr, p, k + offset(p.k_strides, b, src, h), e, d0);
+      float vr[V];
+      load_vec<T>(vr, v + offset(p.v_strides, b, src, h) + d0);
+      score = dot(qr, kr);
+      dp = dot(d_o, vr);
+    }
+    score = group_sum<L>(score);
+    dp = group_sum<L>(dp);
+    if (valid) {
+      const float ds = gsa_dscore(gsa_prob(score * scale, lse), dp, delta);
+#pragma unroll
+      for (int i = 0; i < V; ++i) dq[i] += ds * kr[i];
+      if (edge_ds != nullptr && lane % L == 0) edge_ds[(b * p.graph.n_edges + e) * p.H + h] = ds;
+    }
+  }
+  across_groups<L, V>(dq);
+  if (g != 0) return;
+  if (t.piece >= 0) {
+    float* out = dq_pieces + ((t.piece * p.B + b) * p.H + h) * p.D + d0;
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = dq[i];
+  } else {
+    store_vec<T>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h) + d0, dq, scale);
+  }
+}
+
+template <int L, typename T>
+__global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
+  constexpr int V = kVec<T>, G = kWarp / L;
+  Task t;
+  if (!scheduled_task(p, p.graph.srcs, p.graph.t_row_ptr, t)) return;
+  const int64_t b = t.b, src = t.u, h = t.h;
+  const int lane = threadIdx.x % kWarp, g = lane / L, d0 = (lane % L) * V;
+  const T* q = static_cast<const T*>(p.q);
+  const T* d_o = static_cast<const T*>(p.d_o);
+  const float* lse = static_cast<const float*>(p.lse);
+  const float* delta = static_cast<const float*>(p.delta);
+  const float scale = static_cast<float>(p.scale);
+  const T* k_src = static_cast<const T*>(p.k) + offset(p.k_strides, b, src, h);
+  float vr[V], dk[V], dv[V];
+  load_vec<T>(vr, static_cast<const T*>(p.v) + offset(p.v_strides, b, src, h) + d0);
+#pragma unroll
+  for (int i = 0; i < V; ++i) dk[i] = dv[i] = 0;
+  for (int64_t base = t.e0; base < t.e1; base += G) {
+    const int64_t j = base + g;
+    const bool valid = j < t.e1;
+    float qu[V], dou[V], score = 0, dp = 0;
+    int64_t row = 0;
+    if (valid) {
+      const int64_t u = p.graph.t_col[j];
+      row = (b * p.N + u) * p.H + h;
+      float kr[V];
+      key_slice<T>(kr, p, k_src, p.graph.t_edge[j], d0);
+      load_vec<T>(qu, q + offset(p.q_strides, b, u, h) + d0);
+      load_vec<T>(dou, d_o + offset(p.d_o_strides, b, u, h) + d0);
+      score = dot(qu, kr);
+      dp = dot(dou, vr);
+    }
+    score = group_sum<L>(score);
+    dp = group_sum<L>(dp);
+    if (valid) {
+      const float pr = gsa_prob(score * scale, lse[row]);
+      const float ds = gsa_dscore(pr, dp, delta[row]);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        dk[i] += ds * qu[i];
+        dv[i] += pr * dou[i];
+      }
+    }
+  }
+  across_groups<L, V>(dk);
+  across_groups<L, V>(dv);
+  if (g != 0) return;
+  if (t.piece >= 0) {
+    float* out = dkv_pieces + ((t.piece * p.B + b) * p.H + h) * 2 * p.D + d0;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      out[i] = dk[i];
+      out[p.D + i] = dv[i];
+    }
+  } else {
+    store_vec<T>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h) + d0, dk, scale);
+    store_vec<T>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h) + d0, dv, 1.0f);
+  }
+}
+
 // d_rel_emb[r] = scale * sum over the edges of relation r (ascending), batches, heads of dS * q_dst.
 // A relation can hold most edges (clipped distances of a dense graph), so its edge list is cut into
 // `slices` equal parts: block (r, s) sums part s into partial [R, slices, D] (threads over D), and
@@ -475,11 +734,53 @@ bool has_merges(const GsaScheduleView& s) { return scheduled(s) && s.n_split > 0
 
 constexpr unsigned kThreads = kWarp * kWarpsPerBlock;
 
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+bool rows_aligned(const void* ptr, const GsaStrides& s, int64_t V) {
+  return aligned16(ptr) && s.batch % V == 0 && s.node % V == 0 && s.head % V == 0;
+}
+
+// Lanes per edge of the lane-group kernels for p (0: they do not apply, the warp kernels run).
+int group_lanes(const GsaParams& p, bool backward, GsaCudaKernels kernels) {
+  if (kernels != GsaCudaKernels::lane_groups || p.dtype == GsaDtype::f64) return 0;
+  const int64_t V = p.dtype == GsaDtype::f32 ? 4 : 8;
+  const int64_t L = p.D / V;
+  if (p.D % V != 0 || L < 2 || L > kWarp || (L & (L - 1)) != 0) return 0;
+  bool ok = rows_aligned(p.q, p.q_strides, V) && rows_aligned(p.k, p.k_strides, V) &&
+            rows_aligned(p.v, p.v_strides, V) && rows_aligned(p.o, p.o_strides, V) &&
+            (p.rel_emb == nullptr || (aligned16(p.rel_emb) && p.rel_stride % V == 0));
+  if (backward) {
+    ok = ok && rows_aligned(p.d_o, p.d_o_strides, V) && rows_aligned(p.dq, p.dq_strides, V) &&
+         rows_aligned(p.dk, p.dk_strides, V) && rows_aligned(p.dv, p.dv_strides, V);
+  }
+  return ok ? static_cast<int>(L) : 0;
+}
+
+// Calls f(std::integral_constant<int, L>) for L lanes per edge.
+template <typename F>
+void with_lanes(int L, F&& f) {
+  switch (L) {
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 8: f(std::integral_constant<int, 8>{}); break;
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    default: f(std::integral_constant<int, 32>{}); break;
+  }
+}
+
 template <int P, typename T>
-void forward_launch(const GsaParams& p, cudaStream_t stream) {
+void forward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels kernels) {
   using A = typename GsaAcc<T>::type;
   A* pieces = static_cast<A*>(p.workspace);
-  forward_kernel<P, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, pieces);
+  const int lanes = group_lanes(p, false, kernels);
+  if constexpr (!std::is_same_v<T, double>) {
+    if (lanes > 0) {
+      with_lanes(lanes, [&](auto l) {
+        forward_group_kernel<decltype(l)::value, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(
+            p, pieces);
+      });
+    }
+  }
+  if (lanes == 0) forward_kernel<P, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, pieces);
   check_launch("graph_attention forward");
   if (has_merges(p.graph.rows)) {
     forward_merge_kernel<P, T><<<merge_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, pieces);
@@ -488,7 +789,7 @@ void forward_launch(const GsaParams& p, cudaStream_t stream) {
 }
 
 template <int P, typename T>
-void backward_launch(const GsaParams& p, cudaStream_t stream) {
+void backward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels kernels) {
   using A = typename GsaAcc<T>::type;
   const BackwardLayout l = backward_layout(p);
   A* ws = static_cast<A*>(p.workspace);
@@ -496,13 +797,32 @@ void backward_launch(const GsaParams& p, cudaStream_t stream) {
   A* edge_ds = rel ? ws + l.edge_ds : nullptr;
   delta_kernel<P, T><<<blocks_for_warps(p.B * p.N * p.H), kThreads, 0, stream>>>(p);
   check_launch("graph_attention backward (delta)");
-  dq_kernel<P, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, edge_ds, ws + l.dq_pieces);
+  const int lanes = group_lanes(p, true, kernels);
+  if constexpr (!std::is_same_v<T, double>) {
+    if (lanes > 0) {
+      with_lanes(lanes, [&](auto n) {
+        dq_group_kernel<decltype(n)::value, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(
+            p, edge_ds, ws + l.dq_pieces);
+      });
+    }
+  }
+  if (lanes == 0) {
+    dq_kernel<P, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, edge_ds, ws + l.dq_pieces);
+  }
   check_launch("graph_attention backward (dq)");
   if (has_merges(p.graph.rows)) {
     dq_merge_kernel<P, T><<<merge_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, ws + l.dq_pieces);
     check_launch("graph_attention backward (dq merge)");
   }
-  dkv_kernel<P, T><<<scheduled_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(p, ws + l.dkv_pieces);
+  if constexpr (!std::is_same_v<T, double>) {
+    if (lanes > 0) {
+      with_lanes(lanes, [&](auto n) {
+        dkv_group_kernel<decltype(n)::value, T><<<scheduled_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(
+            p, ws + l.dkv_pieces);
+      });
+    }
+  }
+  if (lanes == 0) dkv_kernel<P, T><<<scheduled_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(p, ws + l.dkv_pieces);
   check_launch("graph_attention backward (dk, dv)");
   if (has_merges(p.graph.srcs)) {
     dkv_merge_kernel<P, T><<<merge_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(p, ws + l.dkv_pieces);
@@ -520,7 +840,7 @@ void backward_launch(const GsaParams& p, cudaStream_t stream) {
 
 // Calls F<P, T> with P = values per lane for p.D and T the element type.
 template <template <int, typename> class F>
-void dispatch(const GsaParams& p, cudaStream_t stream) {
+void dispatch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels kernels) {
   if (p.D > kGsaCudaMaxD || p.D < 1) {
     throw Error("graph_attention on CUDA: head dimension D = " + std::to_string(p.D) + " not supported (1 to " +
                 std::to_string(kGsaCudaMaxD) + ")");
@@ -528,10 +848,10 @@ void dispatch(const GsaParams& p, cudaStream_t stream) {
   auto by_dtype = [&](auto per_lane) {
     constexpr int P = decltype(per_lane)::value;
     switch (p.dtype) {
-      case GsaDtype::f32: F<P, float>::run(p, stream); break;
-      case GsaDtype::f64: F<P, double>::run(p, stream); break;
-      case GsaDtype::f16: F<P, __half>::run(p, stream); break;
-      case GsaDtype::bf16: F<P, __nv_bfloat16>::run(p, stream); break;
+      case GsaDtype::f32: F<P, float>::run(p, stream, kernels); break;
+      case GsaDtype::f64: F<P, double>::run(p, stream, kernels); break;
+      case GsaDtype::f16: F<P, __half>::run(p, stream, kernels); break;
+      case GsaDtype::bf16: F<P, __nv_bfloat16>::run(p, stream, kernels); break;
     }
   };
   if (p.D <= 32) {
@@ -547,11 +867,11 @@ void dispatch(const GsaParams& p, cudaStream_t stream) {
 
 template <int P, typename T>
 struct Forward {
-  static void run(const GsaParams& p, cudaStream_t s) { forward_launch<P, T>(p, s); }
+  static void run(const GsaParams& p, cudaStream_t s, GsaCudaKernels k) { forward_launch<P, T>(p, s, k); }
 };
 template <int P, typename T>
 struct Backward {
-  static void run(const GsaParams& p, cudaStream_t s) { backward_launch<P, T>(p, s); }
+  static void run(const GsaParams& p, cudaStream_t s, GsaCudaKernels k) { backward_launch<P, T>(p, s, k); }
 };
 
 }  // namespace
@@ -565,22 +885,22 @@ int64_t gsa_cuda_forward_workspace_bytes(const GsaParams& p) {
 
 int64_t gsa_cuda_workspace_bytes(const GsaParams& p) { return backward_layout(p).total * acc_bytes(p); }
 
-void gsa_forward_cuda(const GsaParams& p, void* stream) {
+void gsa_forward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels) {
   if (p.B * p.N * p.H == 0) return;
   if (p.workspace_bytes < gsa_cuda_forward_workspace_bytes(p)) {
     throw Error("graph_attention forward on CUDA: a graph with split rows needs a workspace of "
                 "gsa_cuda_forward_workspace_bytes");
   }
-  dispatch<Forward>(p, static_cast<cudaStream_t>(stream));
+  dispatch<Forward>(p, static_cast<cudaStream_t>(stream), kernels);
 }
 
-void gsa_backward_cuda(const GsaParams& p, void* stream) {
+void gsa_backward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels) {
   if (p.B * p.N * p.H == 0) return;
   if (p.workspace_bytes < gsa_cuda_workspace_bytes(p) || (p.rel_emb != nullptr && p.graph.rel_ptr == nullptr)) {
     throw Error("graph_attention backward on CUDA: needs a workspace of gsa_cuda_workspace_bytes (and the "
                 "relation grouping with rel_emb)");
   }
-  dispatch<Backward>(p, static_cast<cudaStream_t>(stream));
+  dispatch<Backward>(p, static_cast<cudaStream_t>(stream), kernels);
 }
 
 int gsa_cuda_device_count() {

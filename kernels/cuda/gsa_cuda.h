@@ -18,11 +18,15 @@ int64_t gsa_cuda_forward_workspace_bytes(const GsaParams& p);
 int64_t gsa_cuda_delta_elems(const GsaParams& p);
 int64_t gsa_cuda_workspace_bytes(const GsaParams& p);
 
+// Which kernels run the per-edge passes: lane groups (L lanes per edge, 16-byte loads, 32 / L edges per warp at
+// once) wherever D and the rows' alignment allow, else one warp per edge; or always one warp per edge.
+enum class GsaCudaKernels { lane_groups, warp };
+
 // All pointers in p are device pointers; stream is a cudaStream_t (nullptr: the default stream).
 // dtype f32, f64, f16 or bf16 (accumulation in fp32; fp64 in fp64). lse is fp32 (fp64 for fp64).
 // Throws sb::Error on a launch failure or an unsupported D.
-void gsa_forward_cuda(const GsaParams& p, void* stream);
-void gsa_backward_cuda(const GsaParams& p, void* stream);
+void gsa_forward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels = GsaCudaKernels::lane_groups);
+void gsa_backward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels = GsaCudaKernels::lane_groups);
 
 // Number of visible CUDA devices (0 when there is no driver or device).
 int gsa_cuda_device_count();

@@ -1,4 +1,5 @@
-// The CUDA backend: support answers (head dimension), workspace sizes and the launchers of gsa_cuda.h.
+// The CUDA backends: support answers (head dimension), workspace sizes and the launchers of gsa_cuda.h, with lane
+// groups where they apply ("cuda") or one warp per edge throughout ("cuda:warp").
 #include "kernels/cuda/gsa_cuda_backend.h"
 
 #include <string>
@@ -12,7 +13,8 @@ namespace {
 
 class CudaBackend final : public GsaBackend {
  public:
-  std::string name() const override { return "cuda"; }
+  explicit CudaBackend(GsaCudaKernels kernels) : kernels_(kernels) {}
+  std::string name() const override { return kernels_ == GsaCudaKernels::warp ? "cuda:warp" : "cuda"; }
   GsaDevice device() const override { return GsaDevice::cuda; }
   std::string unsupported(const GsaParams& p) const override {
     if (p.D < 1 || p.D > kGsaCudaMaxD) {
@@ -28,16 +30,21 @@ class CudaBackend final : public GsaBackend {
   }
   void forward(const GsaParams& p, void* stream) const override {
     gsa_require_supported(*this, p);
-    gsa_forward_cuda(p, stream);
+    gsa_forward_cuda(p, stream, kernels_);
   }
   void backward(const GsaParams& p, void* stream) const override {
     gsa_require_supported(*this, p);
-    gsa_backward_cuda(p, stream);
+    gsa_backward_cuda(p, stream, kernels_);
   }
+
+ private:
+  GsaCudaKernels kernels_;
 };
 
 }  // namespace
 
-std::unique_ptr<GsaBackend> make_gsa_cuda_backend() { return std::make_unique<CudaBackend>(); }
+std::unique_ptr<GsaBackend> make_gsa_cuda_backend(GsaCudaKernels kernels) {
+  return std::make_unique<CudaBackend>(kernels);
+}
 
 }  // namespace sb

@@ -3,10 +3,11 @@
 
 #include <memory>
 
+#include "kernels/cuda/gsa_cuda.h"
 #include "kernels/gsa_backend.h"
 
 namespace sb {
 
-std::unique_ptr<GsaBackend> make_gsa_cuda_backend();
+std::unique_ptr<GsaBackend> make_gsa_cuda_backend(GsaCudaKernels kernels);
 
 }  // namespace sb

@@ -19,6 +19,7 @@
 #include "kernels/gsa_backend.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/gsa_host_graph.h"
+#include "kernels/gsa_math.h"
 #include "kernels/gsa_split_plan.h"
 #include "common/error.h"
 #include "tests/kernels/expect_error.h"
@@ -604,6 +605,90 @@ TEST(GsaBackends, ScopeSelectsTheBackendAndRestores) {
     }
     EXPECT_EQ(gsa_cpu_target(), before);
   }
+}
+
+// Two CUDA backends when the build has CUDA: lane groups ("cuda") and one warp per edge ("cuda:warp");
+// SB_CUDA_KERNELS and a scope choose between them, and a wrong value is refused by name.
+TEST(GsaBackends, CudaKernelsChosenByEnvironmentAndScope) {
+  const GsaBackend* groups = find_gsa_backend("cuda");
+  const GsaBackend* warp = find_gsa_backend("cuda:warp");
+  if (groups == nullptr) {
+    EXPECT_EQ(warp, nullptr);
+    EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), nullptr);
+    GTEST_SKIP() << "this build has no CUDA kernels";
+  }
+  ASSERT_NE(warp, nullptr);
+  const char* saved = std::getenv("SB_CUDA_KERNELS");
+  const std::string before = saved != nullptr ? saved : "";
+  unsetenv("SB_CUDA_KERNELS");
+  EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), groups);
+  setenv("SB_CUDA_KERNELS", "warp", 1);
+  EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), warp);
+  {
+    const GsaBackendScope scope(*groups);
+    EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), groups);
+  }
+  EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), warp);
+  setenv("SB_CUDA_KERNELS", "fast", 1);
+  expect_error([] { gsa_backend_for(GsaDevice::cuda); },
+               "SB_CUDA_KERNELS=fast: expected groups (lane groups where they apply) or warp");
+  if (before.empty()) unsetenv("SB_CUDA_KERNELS");
+  else setenv("SB_CUDA_KERNELS", before.c_str(), 1);
+}
+
+// The online softmax the kernels share: pushing edges one by one, or pushing two disjoint halves (in any order,
+// one possibly empty) and merging them, gives the row's max, normaliser and weighted sum of values.
+TEST(GsaMath, PushAndMergeGiveTheRowsSoftmax) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> dist(-30.0, 30.0);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + trial % 17;
+    std::vector<double> s(static_cast<size_t>(n)), val(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      s[static_cast<size_t>(i)] = dist(rng);
+      val[static_cast<size_t>(i)] = dist(rng);
+    }
+    double m = -std::numeric_limits<double>::infinity(), l = 0, sum = 0;
+    for (double x : s) m = std::max(m, x);
+    for (int i = 0; i < n; ++i) {
+      l += std::exp(s[static_cast<size_t>(i)] - m);
+      sum += std::exp(s[static_cast<size_t>(i)] - m) * val[static_cast<size_t>(i)];
+    }
+    // Push [lo, hi) into a state and its accumulator.
+    auto push = [&](int lo, int hi, double& acc) {
+      GsaSoftmaxState<double> st = gsa_softmax_init<double>();
+      acc = 0;
+      for (int i = lo; i < hi; ++i) {
+        const GsaPush<double> f = gsa_push(st, s[static_cast<size_t>(i)]);
+        acc = acc * f.alpha + f.weight * val[static_cast<size_t>(i)];
+      }
+      return st;
+    };
+    double acc_all = 0;
+    const GsaSoftmaxState<double> all = push(0, n, acc_all);
+    EXPECT_EQ(all.m, m);
+    EXPECT_NEAR(all.l, l, 1e-12 * l);
+    EXPECT_NEAR(acc_all / all.l, sum / l, 1e-9 * (1 + std::abs(sum / l)));
+    const int cut = trial % (n + 1);  // 0 or n: one side saw nothing
+    for (bool swap : {false, true}) {
+      double acc_a = 0, acc_b = 0;
+      GsaSoftmaxState<double> a = push(swap ? cut : 0, swap ? n : cut, acc_a);
+      const GsaSoftmaxState<double> b = push(swap ? 0 : cut, swap ? cut : n, acc_b);
+      const GsaMerge<double> f = gsa_merge(a, b);
+      const double acc = acc_a * f.self + acc_b * f.other;
+      EXPECT_EQ(a.m, m) << "trial " << trial;
+      EXPECT_NEAR(a.l, l, 1e-12 * l) << "trial " << trial;
+      EXPECT_NEAR(acc / a.l, sum / l, 1e-9 * (1 + std::abs(sum / l))) << "trial " << trial;
+      EXPECT_NEAR(gsa_lse(a), m + std::log(l), 1e-12 * (1 + std::abs(m)));
+    }
+  }
+  // Two empty sides stay empty: no NaN from -inf - -inf.
+  GsaSoftmaxState<float> a = gsa_softmax_init<float>();
+  const GsaMerge<float> f = gsa_merge(a, gsa_softmax_init<float>());
+  EXPECT_EQ(f.self, 0.0f);
+  EXPECT_EQ(f.other, 0.0f);
+  EXPECT_EQ(a.l, 0.0f);
+  EXPECT_EQ(gsa_inv_norm(a), 0.0f);
 }
 
 // Half types are refused with the reason, by the support answer and by the calls themselves.

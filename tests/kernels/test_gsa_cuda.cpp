@@ -58,24 +58,29 @@ TEST_P(GsaCudaTable, EveryBackendMatchesDoubleReference) {
 INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCudaTable, ::testing::ValuesIn(pattern_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
+// Every CUDA backend, at a D the lane groups take (64) and one they leave to the warp kernels (59).
 TEST(GsaCuda, BitwiseIdenticalAcrossRuns) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const AttentionPattern& pat = find_pattern(pattern_names().back());
-  const GsaCase c{pat.name(), small_params(pat), 1025, false, 59, 3, 2, true};
-  const Graph& g = case_graph(c);
-  const RefProblem prob = make_problem(c, g);
-  const std::vector<double> d_o = make_d_o(c, g);
-  const GsaBackend* cuda = gsa_backend_for(GsaDevice::cuda);
-  ASSERT_NE(cuda, nullptr) << "a CUDA build registers a CUDA backend";
-  CudaMemory mem;
-  const GsaRunOutputs a = run_on_backend(*cuda, g, prob, d_o, GsaDtype::f32, mem);
-  const GsaRunOutputs b = run_on_backend(*cuda, g, prob, d_o, GsaDtype::f32, mem);
-  EXPECT_EQ(a.o, b.o);
-  EXPECT_EQ(a.lse, b.lse);
-  EXPECT_EQ(a.dq, b.dq);
-  EXPECT_EQ(a.dk, b.dk);
-  EXPECT_EQ(a.dv, b.dv);
-  EXPECT_EQ(a.d_rel, b.d_rel);
+  for (const GsaBackend* cuda : gsa_backends()) {
+    if (cuda->device() != GsaDevice::cuda) continue;
+    for (int64_t D : {59, 64}) {
+      const GsaCase c{pat.name(), small_params(pat), 1025, false, D, 3, 2, true};
+      const Graph& g = case_graph(c);
+      const RefProblem prob = make_problem(c, g);
+      const std::vector<double> d_o = make_d_o(c, g);
+      CudaMemory mem;
+      const GsaRunOutputs a = run_on_backend(*cuda, g, prob, d_o, GsaDtype::f32, mem);
+      const GsaRunOutputs b = run_on_backend(*cuda, g, prob, d_o, GsaDtype::f32, mem);
+      SCOPED_TRACE(cuda->name() + " D=" + std::to_string(D));
+      EXPECT_EQ(a.o, b.o);
+      EXPECT_EQ(a.lse, b.lse);
+      EXPECT_EQ(a.dq, b.dq);
+      EXPECT_EQ(a.dk, b.dk);
+      EXPECT_EQ(a.dv, b.dv);
+      EXPECT_EQ(a.d_rel, b.d_rel);
+    }
+  }
 }
 
 // The CUDA backend refuses head dimensions outside its range with the reason, before any launch.

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Runs the GPU checks and measurements in one go on a CUDA machine: CUDA tests, compute-sanitizer, the bf16 op sweep,
+# Figure 7 in bf16, the op against FlexAttention and SDPA, and an ncu report of the forward kernel.
+# usage: bash scripts/gpu_checks.sh BUILD_DIR OUT_DIR [STEP ...]
+#   BUILD_DIR: a CUDA build against the LibTorch of this machine's python3 (targets sparsebench, test_gsa_cuda,
+#   test_gsa_op, sparsebench_ops). One built on another machine is configured with
+#   -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST and may bring libraries this one lacks in BUILD_DIR/lib.
+#   OUT_DIR receives gpu.tgz (everything, re-packed after each step, so a run cut short keeps what finished) and
+#   summary.txt. STEP: env tests sanitizer sweep fig7 flex ncu (default: all, in that order); each step has its
+#   own time limit, SB_GPU_SCALE multiplies them (default 1).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: bash scripts/gpu_checks.sh BUILD_DIR OUT_DIR [STEP ...]" >&2; exit 2; }
+build=$(realpath "$1")
+out=$(realpath -m "$2")
+shift 2
+steps=${*:-env tests sanitizer sweep fig7 flex ncu}
+scale=${SB_GPU_SCALE:-1}
+work=$(mktemp -d /tmp/sb_gpu.XXXXXX)
+mkdir -p "$out"
+torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') || {
+  echo "gpu_checks.sh: python3 cannot import torch; the build must run against that LibTorch" >&2; exit 1; }
+# BUILD_DIR/lib, when present, holds libraries the build machine linked that this one lacks (fmt, Highway); the
+# CUDA runtime comes from the NVIDIA wheels beside torch, as torch's own libraries take it.
+nvidia_libs=$(find "$(dirname "$(dirname "$torch_lib")")/nvidia" -maxdepth 3 -type d -name lib 2>/dev/null | tr '\n' ':')
+export LD_LIBRARY_PATH="$build/lib:$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:-}"
+sb="$build/harness/sparsebench"
+summary="$work/summary.txt"
+: >"$summary"
+
+pack() { tar -C "$work" -czf "$out/gpu.tgz" . && cp "$summary" "$out/summary.txt"; }
+# step NAME SECONDS COMMAND...: runs COMMAND under a time limit, logs to NAME.log, notes the outcome in the summary.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  timeout "$(( limit * scale ))" "$@" >"$work/$name.log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc after $((SECONDS - t0)) s$([ $rc = 124 ] && echo ' (time limit)')" | tee -a "$summary"
+  [ "${PACK:-1}" = 0 ] || pack
+  return 0
+}
+wants() { [[ " $steps " == *" $1 "* ]]; }
+
+if wants env; then
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
+    nproc; grep -m1 'model name' /proc/cpuinfo
+    git log -1 --format='commit %H' 2>/dev/null || true
+    ldd "$sb" | grep 'not found' || echo "all libraries found"
+  } >"$work/env.txt" 2>&1
+  cat "$work/env.txt" >>"$summary"
+fi
+# Correctness first, all at once (they time nothing): the CUDA tests and compute-sanitizer over the parity table,
+# which forces split rows and sources (threshold 8), so the pieces and their merges are covered too.
+checks=()
+if wants tests; then
+  PACK=0 step test_gsa_cuda 120 "$build/tests/kernels/test_gsa_cuda" --gtest_brief=1 &
+  PACK=0 step test_gsa_op_cuda 120 "$build/tests/kernels/test_gsa_op" --gtest_brief=1 --gtest_filter='*Cuda*' &
+  checks+=(test_gsa_cuda test_gsa_op_cuda)
+fi
+if wants sanitizer; then
+  for tool in memcheck racecheck; do
+    PACK=0 step "sanitizer_$tool" 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$build/tests/kernels/test_gsa_cuda" --gtest_brief=1 --gtest_filter='*bpt*:*window*:*BitwiseIdentical*' &
+    checks+=("sanitizer_$tool")
+  done
+fi
+wait
+for c in "${checks[@]}"; do
+  grep -h -E '^\[  (PASSED|FAILED) |^\[  SKIPPED|ERROR SUMMARY|RACECHECK SUMMARY' "$work/$c.log" | sed "s/^/$c: /" >>"$summary"
+done
+pack
+if wants sweep; then
+  # The issue's op-alone targets: bf16, 16384 tokens per call, causal, 1024..65536; then bpt and window again on
+  # the warp-per-edge kernels, in the same session, for the comparison.
+  step sweep 170 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16"
+  SB_CUDA_KERNELS=warp step sweep_warp 120 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16_warp" \
+    --set 'axes/patterns=[{"name":"bpt","k":4},{"name":"window","w":128}]'
+fi
+if wants fig7; then
+  step fig7 120 "$sb" run scenarios/fig7_throughput.json --set device=cuda --set axes/dtypes=bfloat16 \
+    --set memory_budget_mb=140000 \
+    --set 'axes/patterns=[{"name":"dense","attention":"dense","label":"Transformer","max_length":65536},{"name":"bpt","k":4}]' \
+    --no-plot --out "$work/fig7_bf16"
+fi
+if wants flex; then
+  for n in 1024 4096 16384; do
+    "$sb" pattern bpt --n "$n" --set k=4 --causal --export "$work/bpt4_$n.json" >/dev/null
+    step "flex_$n" 90 python3 benchmarks/flex_compare.py "$build/kernels/libsparsebench_ops.so" "$work/bpt4_$n.json" \
+      --out "$work/flex" --device cuda --dtype bfloat16 --batch $((16384 / n)) --repeats 20
+    rm -f "$work/bpt4_$n.json"
+  done
+fi
+if wants ncu; then
+  ncu_point=(run scenarios/gpu_bf16.json --set 'axes/patterns=[{"name":"bpt","k":4}]' --set 'axes/lengths=[4096]'
+             --set axes/modes=forward --set repeats=1 --set warmup=0 --no-plot)
+  step ncu 90 ncu --clock-control none --kernel-name regex:forward_kernel --launch-count 1 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section SchedulerStats "$sb" "${ncu_point[@]}" --out "$work/ncu_point"
+fi
+pack
+cat "$summary"

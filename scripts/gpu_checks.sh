@@ -61,15 +61,17 @@ if wants tests; then
   checks+=(test_gsa_cuda test_gsa_op_cuda)
 fi
 if wants sanitizer; then
-  for tool in memcheck racecheck; do
+  # SANITIZERS and SANITIZER_FILTER narrow the tools and tests (racecheck over the whole table takes minutes).
+  for tool in ${SANITIZERS:-memcheck racecheck}; do
     PACK=0 step "sanitizer_$tool" 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$build/tests/kernels/test_gsa_cuda" --gtest_brief=1 --gtest_filter='*bpt*:*window*:*BitwiseIdentical*' &
+      "$build/tests/kernels/test_gsa_cuda" --gtest_brief=1 \
+      --gtest_filter="${SANITIZER_FILTER:-*bpt*:*window*:*BitwiseIdentical*}" &
     checks+=("sanitizer_$tool")
   done
 fi
 wait
 for c in "${checks[@]}"; do
-  grep -h -E '^\[  (PASSED|FAILED) |^\[  SKIPPED|ERROR SUMMARY|RACECHECK SUMMARY' "$work/$c.log" | sed "s/^/$c: /" >>"$summary"
+  grep -h -E '^\[  (PASSED|FAILED) |^\[  SKIPPED|ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|INITCHECK SUMMARY' "$work/$c.log" | sed "s/^/$c: /" >>"$summary"
 done
 pack
 if wants sweep; then
@@ -94,11 +96,17 @@ if wants flex; then
   done
 fi
 if wants ncu; then
-  ncu_point=(run scenarios/gpu_bf16.json --set 'axes/patterns=[{"name":"bpt","k":4}]' --set 'axes/lengths=[4096]'
-             --set axes/modes=forward --set repeats=1 --set warmup=0 --no-plot)
-  step ncu 90 ncu --clock-control none --kernel-name regex:forward_kernel --launch-count 1 \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-    --section WarpStateStats --section SchedulerStats "$sb" "${ncu_point[@]}" --out "$work/ncu_point"
+  # Every kernel of one forward+backward call at n=16384 (bpt k=4, then window 128): time, bandwidth, occupancy
+  # and stall reasons, as text and as reports for the Nsight Compute GUI.
+  for pat in '{"name":"bpt","k":4}' '{"name":"window","w":128}'; do
+    name=$(echo "$pat" | sed 's/.*"name":"\([a-z]*\)".*/\1/')
+    step "ncu_$name" 120 ncu --clock-control none --kernel-name 'regex:(forward|delta|dq|dkv|drel)_.*kernel' \
+      --launch-count 12 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section SchedulerStats -o "$work/ncu_$name" -f \
+      "$sb" run scenarios/gpu_bf16.json --set "axes/patterns=[$pat]" --set 'axes/lengths=[16384]' \
+      --set axes/modes=forward_backward --set repeats=1 --set warmup=0 --no-plot --out "$work/ncu_point_$name"
+    step "ncu_${name}_details" 60 ncu --import "$work/ncu_$name.ncu-rep" --page details
+  done
 fi
 pack
 cat "$summary"

@@ -60,6 +60,23 @@ template <typename A> SB_HD GsaPush<A> gsa_push(GsaSoftmaxState<A>& st, A s) {
   return f;
 }
 
+// Adds U edges at once (those with valid[j] false are skipped): one rescale of the running sums for all of them
+// (returned) and each edge's weight exp(s_j - m) in w (0 for a skipped one).
+template <int U, typename A>
+SB_HD A gsa_push_block(GsaSoftmaxState<A>& st, const A (&s)[U], const bool (&valid)[U], A (&w)[U]) {
+  A m_new = st.m;
+  for (int j = 0; j < U; ++j) m_new = valid[j] && s[j] > m_new ? s[j] : m_new;
+  const A alpha = gsa_rescale(st.m, m_new);
+  A l = st.l * alpha;
+  for (int j = 0; j < U; ++j) {
+    w[j] = valid[j] ? gsa_exp(s[j] - m_new) : A(0);
+    l += w[j];
+  }
+  st.l = l;
+  st.m = m_new;
+  return alpha;
+}
+
 // Merges into st the state of a disjoint set of edges of the same row (a split row's pieces, a warp's lane
 // groups); returns the factors for st's own accumulator and for the other's (0 for a side that saw nothing).
 template <typename A>

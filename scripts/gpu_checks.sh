@@ -80,11 +80,15 @@ if wants sweep; then
   step sweep 170 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16"
   SB_CUDA_KERNELS=warp step sweep_warp 120 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16_warp" \
     --set 'axes/patterns=[{"name":"bpt","k":4},{"name":"window","w":128}]'
+  # SB_BASELINE: another sparsebench binary (e.g. an earlier commit's) swept here too, for a same-machine comparison.
+  if [ -n "${SB_BASELINE:-}" ]; then
+    step sweep_baseline 170 "$SB_BASELINE" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16_baseline"
+  fi
 fi
 if wants fig7; then
   step fig7 120 "$sb" run scenarios/fig7_throughput.json --set device=cuda --set axes/dtypes=bfloat16 \
-    --set memory_budget_mb=140000 \
-    --set 'axes/patterns=[{"name":"dense","attention":"dense","label":"Transformer","max_length":65536},{"name":"bpt","k":4}]' \
+    --set memory_budget_mb=120000 \
+    --set 'axes/patterns=[{"name":"dense","attention":"dense","label":"Transformer","max_length":32768},{"name":"bpt","k":4}]' \
     --no-plot --out "$work/fig7_bf16"
 fi
 if wants flex; then

@@ -392,7 +392,7 @@ __global__ void dkv_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dk
 // load 2 or 4 bytes per lane and reduce every dot over 32 lanes; these issue one 16-byte load per lane and row and
 // reduce over L lanes. Each group keeps its own partial state for its edges (e0 + g, e0 + g + G, ...), merged
 // across groups at the end in a fixed butterfly order, so results stay bitwise identical from run to run. Used
-// when D = L V for L in 2..32 and every row starts on 16 bytes (gsa_cuda_vector_ok); fp64 keeps the warp kernels.
+// when D = L V for L in 2..32 and every row starts on 16 bytes (group_lanes); fp64 keeps the warp kernels.
 
 template <typename T> constexpr int kVec = 16 / static_cast<int>(sizeof(T));
 
@@ -479,39 +479,49 @@ __device__ __forceinline__ void key_slice(float (&kr)[kVec<T>], const GsaParams&
   }
 }
 
+// Each group takes kUnroll edges per step (e, e + G, ...): their loads are all issued before the first reduction,
+// so more memory requests are in flight per warp (ncu showed the one-edge version stalled on its loads).
+constexpr int kUnroll = 2;
+
 template <int L, typename T>
 __global__ void forward_group_kernel(GsaParams p, float* pieces) {
-  constexpr int V = kVec<T>, G = kWarp / L;
+  constexpr int V = kVec<T>, G = kWarp / L, U = kUnroll;
   Task t;
   if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
   const int lane = threadIdx.x % kWarp, g = lane / L, d0 = (lane % L) * V;
-  const T* k = static_cast<const T*>(p.k);
-  const T* v = static_cast<const T*>(p.v);
+  const T* k = static_cast<const T*>(p.k) + offset(p.k_strides, b, 0, h);
+  const T* v = static_cast<const T*>(p.v) + offset(p.v_strides, b, 0, h) + d0;
   const float scale = static_cast<float>(p.scale);
   float qr[V], acc[V];
   load_vec<T>(qr, static_cast<const T*>(p.q) + offset(p.q_strides, b, u, h) + d0);
 #pragma unroll
   for (int i = 0; i < V; ++i) acc[i] = 0;
   GsaSoftmaxState<float> st = gsa_softmax_init<float>();
-  for (int64_t base = t.e0; base < t.e1; base += G) {
-    const int64_t e = base + g;
-    const bool valid = e < t.e1;  // the last round may leave groups idle; they still join the shuffles
-    int64_t src = 0;
-    float part = 0;
-    if (valid) {
-      src = p.graph.col[e];
-      float kr[V];
-      key_slice<T>(kr, p, k + offset(p.k_strides, b, src, h), e, d0);
-      part = dot(qr, kr);
-    }
-    const float s = group_sum<L>(part) * scale;
-    if (valid) {
-      const GsaPush<float> f = gsa_push(st, s);
-      float vr[V];
-      load_vec<T>(vr, v + offset(p.v_strides, b, src, h) + d0);
+  for (int64_t base = t.e0; base < t.e1; base += G * U) {
+    bool valid[U];
+    float s[U], kr[U][V], vr[U][V];
+    // A step past the row's end reloads its last edge (every load stays in bounds, no branch) and is skipped.
 #pragma unroll
-      for (int i = 0; i < V; ++i) acc[i] = acc[i] * f.alpha + f.weight * vr[i];
+    for (int j = 0; j < U; ++j) {
+      valid[j] = base + g + j * G < t.e1;
+      const int64_t e = valid[j] ? base + g + j * G : t.e1 - 1;
+      const int64_t src = p.graph.col[e];
+      key_slice<T>(kr[j], p, k + src * p.k_strides.node, e, d0);
+      load_vec<T>(vr[j], v + src * p.v_strides.node);
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) s[j] = dot(qr, kr[j]);
+#pragma unroll
+    for (int j = 0; j < U; ++j) s[j] = group_sum<L>(s[j]) * scale;
+    float w[U];
+    const float alpha = gsa_push_block<U>(st, s, valid, w);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      float x = acc[i] * alpha;
+#pragma unroll
+      for (int j = 0; j < U; ++j) x += valid[j] ? w[j] * vr[j][i] : 0.0f;
+      acc[i] = x;
     }
   }
 #pragma unroll
@@ -542,13 +552,13 @@ __global__ void forward_group_kernel(GsaParams p, float* pieces) {
 
 template <int L, typename T>
 __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
-  constexpr int V = kVec<T>, G = kWarp / L;
+  constexpr int V = kVec<T>, G = kWarp / L, U = kUnroll;
   Task t;
   if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
   const int lane = threadIdx.x % kWarp, g = lane / L, d0 = (lane % L) * V;
-  const T* k = static_cast<const T*>(p.k);
-  const T* v = static_cast<const T*>(p.v);
+  const T* k = static_cast<const T*>(p.k) + offset(p.k_strides, b, 0, h);
+  const T* v = static_cast<const T*>(p.v) + offset(p.v_strides, b, 0, h) + d0;
   const float scale = static_cast<float>(p.scale);
   const int64_t row = (b * p.N + u) * p.H + h;
   const float lse = static_cast<const float*>(p.lse)[row];
@@ -558,25 +568,34 @@ __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
   load_vec<T>(d_o, static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, u, h) + d0);
 #pragma unroll
   for (int i = 0; i < V; ++i) dq[i] = 0;
-  for (int64_t base = t.e0; base < t.e1; base += G) {
-    const int64_t e = base + g;
-    const bool valid = e < t.e1;
-    float kr[V], score = 0, dp = 0;
-    if (valid) {
-      const int64_t src = p.graph.col[e];
-      key_slice<T>(kr, p, k + offset(p.k_strides, b, src, h), e, d0);
-      float vr[V];
-      load_vec<T>(vr, v + offset(p.v_strides, b, src, h) + d0);
-      score = dot(qr, kr);
-      dp = dot(d_o, vr);
-    }
-    score = group_sum<L>(score);
-    dp = group_sum<L>(dp);
-    if (valid) {
-      const float ds = gsa_dscore(gsa_prob(score * scale, lse), dp, delta);
+  for (int64_t base = t.e0; base < t.e1; base += G * U) {
+    bool valid[U];
+    float kr[U][V], vr[U][V], score[U], dp[U];
 #pragma unroll
-      for (int i = 0; i < V; ++i) dq[i] += ds * kr[i];
-      if (edge_ds != nullptr && lane % L == 0) edge_ds[(b * p.graph.n_edges + e) * p.H + h] = ds;
+    for (int j = 0; j < U; ++j) {
+      valid[j] = base + g + j * G < t.e1;
+      const int64_t e = valid[j] ? base + g + j * G : t.e1 - 1;  // in bounds, skipped below
+      const int64_t src = p.graph.col[e];
+      key_slice<T>(kr[j], p, k + src * p.k_strides.node, e, d0);
+      load_vec<T>(vr[j], v + src * p.v_strides.node);
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      score[j] = dot(qr, kr[j]);
+      dp[j] = dot(d_o, vr[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      score[j] = group_sum<L>(score[j]);
+      dp[j] = group_sum<L>(dp[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      if (!valid[j]) continue;
+      const float ds = gsa_dscore(gsa_prob(score[j] * scale, lse), dp[j], delta);
+#pragma unroll
+      for (int i = 0; i < V; ++i) dq[i] += ds * kr[j][i];
+      if (edge_ds != nullptr && lane % L == 0) edge_ds[(b * p.graph.n_edges + base + g + j * G) * p.H + h] = ds;
     }
   }
   across_groups<L, V>(dq);
@@ -592,13 +611,13 @@ __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
 
 template <int L, typename T>
 __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
-  constexpr int V = kVec<T>, G = kWarp / L;
+  constexpr int V = kVec<T>, G = kWarp / L, U = kUnroll;
   Task t;
   if (!scheduled_task(p, p.graph.srcs, p.graph.t_row_ptr, t)) return;
   const int64_t b = t.b, src = t.u, h = t.h;
   const int lane = threadIdx.x % kWarp, g = lane / L, d0 = (lane % L) * V;
-  const T* q = static_cast<const T*>(p.q);
-  const T* d_o = static_cast<const T*>(p.d_o);
+  const T* q = static_cast<const T*>(p.q) + offset(p.q_strides, b, 0, h) + d0;
+  const T* d_o = static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, 0, h) + d0;
   const float* lse = static_cast<const float*>(p.lse);
   const float* delta = static_cast<const float*>(p.delta);
   const float scale = static_cast<float>(p.scale);
@@ -607,30 +626,40 @@ __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
   load_vec<T>(vr, static_cast<const T*>(p.v) + offset(p.v_strides, b, src, h) + d0);
 #pragma unroll
   for (int i = 0; i < V; ++i) dk[i] = dv[i] = 0;
-  for (int64_t base = t.e0; base < t.e1; base += G) {
-    const int64_t j = base + g;
-    const bool valid = j < t.e1;
-    float qu[V], dou[V], score = 0, dp = 0;
-    int64_t row = 0;
-    if (valid) {
-      const int64_t u = p.graph.t_col[j];
-      row = (b * p.N + u) * p.H + h;
-      float kr[V];
-      key_slice<T>(kr, p, k_src, p.graph.t_edge[j], d0);
-      load_vec<T>(qu, q + offset(p.q_strides, b, u, h) + d0);
-      load_vec<T>(dou, d_o + offset(p.d_o_strides, b, u, h) + d0);
-      score = dot(qu, kr);
-      dp = dot(dou, vr);
+  for (int64_t base = t.e0; base < t.e1; base += G * U) {
+    bool valid[U];
+    float kr[U][V], qu[U][V], dou[U][V], score[U], dp[U], row_lse[U], row_delta[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      valid[j] = base + g + j * G < t.e1;
+      const int64_t i_edge = valid[j] ? base + g + j * G : t.e1 - 1;  // in bounds, skipped below
+      const int64_t u = p.graph.t_col[i_edge];
+      const int64_t row = (b * p.N + u) * p.H + h;
+      row_lse[j] = lse[row];
+      row_delta[j] = delta[row];
+      key_slice<T>(kr[j], p, k_src, p.graph.t_edge[i_edge], d0);
+      load_vec<T>(qu[j], q + u * p.q_strides.node);
+      load_vec<T>(dou[j], d_o + u * p.d_o_strides.node);
     }
-    score = group_sum<L>(score);
-    dp = group_sum<L>(dp);
-    if (valid) {
-      const float pr = gsa_prob(score * scale, lse[row]);
-      const float ds = gsa_dscore(pr, dp, delta[row]);
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      score[j] = dot(qu[j], kr[j]);
+      dp[j] = dot(dou[j], vr);
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      score[j] = group_sum<L>(score[j]);
+      dp[j] = group_sum<L>(dp[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      if (!valid[j]) continue;
+      const float pr = gsa_prob(score[j] * scale, row_lse[j]);
+      const float ds = gsa_dscore(pr, dp[j], row_delta[j]);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        dk[i] += ds * qu[i];
-        dv[i] += pr * dou[i];
+        dk[i] += ds * qu[j][i];
+        dv[i] += pr * dou[j][i];
       }
     }
   }

@@ -636,8 +636,8 @@ TEST(GsaBackends, CudaKernelsChosenByEnvironmentAndScope) {
   else setenv("SB_CUDA_KERNELS", before.c_str(), 1);
 }
 
-// The online softmax the kernels share: pushing edges one by one, or pushing two disjoint halves (in any order,
-// one possibly empty) and merging them, gives the row's max, normaliser and weighted sum of values.
+// The online softmax the kernels share: pushing edges one by one, in blocks, or pushing two disjoint halves (in any
+// order, one possibly empty) and merging them, gives the row's max, normaliser and weighted sum of values.
 TEST(GsaMath, PushAndMergeGiveTheRowsSoftmax) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> dist(-30.0, 30.0);
@@ -681,6 +681,38 @@ TEST(GsaMath, PushAndMergeGiveTheRowsSoftmax) {
       EXPECT_NEAR(acc / a.l, sum / l, 1e-9 * (1 + std::abs(sum / l))) << "trial " << trial;
       EXPECT_NEAR(gsa_lse(a), m + std::log(l), 1e-12 * (1 + std::abs(m)));
     }
+  }
+  // Pushing blocks of 3 edges (the last one short: skipped entries) gives the same row.
+  for (int trial = 0; trial < 20; ++trial) {
+    const int n = 1 + trial % 8;
+    std::vector<double> s(static_cast<size_t>(n)), val(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      s[static_cast<size_t>(i)] = dist(rng);
+      val[static_cast<size_t>(i)] = dist(rng);
+    }
+    GsaSoftmaxState<double> one = gsa_softmax_init<double>(), block = gsa_softmax_init<double>();
+    double acc_one = 0, acc_block = 0;
+    for (int i = 0; i < n; ++i) {
+      const GsaPush<double> f = gsa_push(one, s[static_cast<size_t>(i)]);
+      acc_one = acc_one * f.alpha + f.weight * val[static_cast<size_t>(i)];
+    }
+    for (int i0 = 0; i0 < n; i0 += 3) {
+      double sb[3], w[3];
+      bool valid[3];
+      for (int j = 0; j < 3; ++j) {
+        valid[j] = i0 + j < n;
+        sb[j] = valid[j] ? s[static_cast<size_t>(i0 + j)] : 1e300;  // a skipped entry must not count
+      }
+      const double alpha = gsa_push_block<3>(block, sb, valid, w);
+      acc_block *= alpha;
+      for (int j = 0; j < 3; ++j) acc_block += valid[j] ? w[j] * val[static_cast<size_t>(i0 + j)] : 0.0;
+      for (int j = 0; j < 3; ++j) {
+        if (!valid[j]) EXPECT_EQ(w[j], 0.0);
+      }
+    }
+    EXPECT_EQ(block.m, one.m) << "trial " << trial;
+    EXPECT_NEAR(block.l, one.l, 1e-12 * one.l) << "trial " << trial;
+    EXPECT_NEAR(acc_block / block.l, acc_one / one.l, 1e-9 * (1 + std::abs(acc_one / one.l))) << "trial " << trial;
   }
   // Two empty sides stay empty: no NaN from -inf - -inf.
   GsaSoftmaxState<float> a = gsa_softmax_init<float>();

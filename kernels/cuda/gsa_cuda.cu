@@ -396,51 +396,45 @@ __global__ void dkv_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dk
 
 template <typename T> constexpr int kVec = 16 / static_cast<int>(sizeof(T));
 
-template <typename T> __device__ __forceinline__ void load_vec(float (&x)[kVec<T>], const T* p);
+// The packed pair of a half type and its conversions to and from two floats.
+template <typename T> struct HalfPair;
+template <> struct HalfPair<__half> {
+  using type = __half2;
+  static __device__ __forceinline__ float2 unpack(type x) { return __half22float2(x); }
+  static __device__ __forceinline__ type pack(float a, float b) { return __floats2half2_rn(a, b); }
+};
+template <> struct HalfPair<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+  static __device__ __forceinline__ float2 unpack(type x) { return __bfloat1622float2(x); }
+  static __device__ __forceinline__ type pack(float a, float b) { return __floats2bfloat162_rn(a, b); }
+};
+
+// Loads the V values at p (16 bytes): a half type as four packed pairs.
+template <typename T> __device__ __forceinline__ void load_vec(float (&x)[kVec<T>], const T* p) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const auto* h2 = reinterpret_cast<const typename HalfPair<T>::type*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = HalfPair<T>::unpack(h2[i]);
+    x[2 * i] = f.x;
+    x[2 * i + 1] = f.y;
+  }
+}
 template <> __device__ __forceinline__ void load_vec<float>(float (&x)[4], const float* p) {
   const float4 f = *reinterpret_cast<const float4*>(p);
   x[0] = f.x; x[1] = f.y; x[2] = f.z; x[3] = f.w;
 }
-template <> __device__ __forceinline__ void load_vec<__nv_bfloat16>(float (&x)[8], const __nv_bfloat16* p) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(h2[i]);
-    x[2 * i] = f.x;
-    x[2 * i + 1] = f.y;
-  }
-}
-template <> __device__ __forceinline__ void load_vec<__half>(float (&x)[8], const __half* p) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
-  const __half2* h2 = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(h2[i]);
-    x[2 * i] = f.x;
-    x[2 * i + 1] = f.y;
-  }
-}
 
 // Stores x * scale to the V values at p (16 bytes).
-template <typename T> __device__ __forceinline__ void store_vec(T* p, const float (&x)[kVec<T>], float scale);
+template <typename T> __device__ __forceinline__ void store_vec(T* p, const float (&x)[kVec<T>], float scale) {
+  uint4 u;
+  auto* h2 = reinterpret_cast<typename HalfPair<T>::type*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h2[i] = HalfPair<T>::pack(x[2 * i] * scale, x[2 * i + 1] * scale);
+  *reinterpret_cast<uint4*>(p) = u;
+}
 template <> __device__ __forceinline__ void store_vec<float>(float* p, const float (&x)[4], float scale) {
   *reinterpret_cast<float4*>(p) = make_float4(x[0] * scale, x[1] * scale, x[2] * scale, x[3] * scale);
-}
-template <> __device__ __forceinline__ void store_vec<__nv_bfloat16>(__nv_bfloat16* p, const float (&x)[8],
-                                                                     float scale) {
-  uint4 u;
-  __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h2[i] = __floats2bfloat162_rn(x[2 * i] * scale, x[2 * i + 1] * scale);
-  *reinterpret_cast<uint4*>(p) = u;
-}
-template <> __device__ __forceinline__ void store_vec<__half>(__half* p, const float (&x)[8], float scale) {
-  uint4 u;
-  __half2* h2 = reinterpret_cast<__half2*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h2[i] = __floats2half2_rn(x[2 * i] * scale, x[2 * i + 1] * scale);
-  *reinterpret_cast<uint4*>(p) = u;
 }
 
 // Sum over the L lanes of a group (lanes differ in their low log2 L bits).

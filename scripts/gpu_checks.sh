@@ -7,7 +7,7 @@
 #   -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST and may bring libraries this one lacks in BUILD_DIR/lib.
 #   OUT_DIR receives gpu.tgz (everything, re-packed after each step, so a run cut short keeps what finished) and
 #   summary.txt. STEP: env tests sanitizer sweep fig7 flex ncu (default: all, in that order); each step has its
-#   own time limit, SB_GPU_SCALE multiplies them (default 1).
+#   own time limit, which SB_GPU_SCALE multiplies (default 1, fractions allowed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bash scripts/gpu_checks.sh BUILD_DIR OUT_DIR [STEP ...]" >&2; exit 2; }
@@ -34,7 +34,7 @@ step() {
   local name=$1 limit=$2
   shift 2
   local t0=$SECONDS
-  timeout "$(( limit * scale ))" "$@" >"$work/$name.log" 2>&1
+  timeout "$(awk -v l="$limit" -v s="$scale" 'BEGIN { printf "%.3f", l * s }')" "$@" >"$work/$name.log" 2>&1
   local rc=$?
   echo "$name: exit $rc after $((SECONDS - t0)) s$([ $rc = 124 ] && echo ' (time limit)')" | tee -a "$summary"
   [ "${PACK:-1}" = 0 ] || pack

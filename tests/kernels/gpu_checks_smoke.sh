@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# scripts/gpu_checks.sh without a GPU: stand-in tools record how each step is called, so the step order, the
+# environment the steps get, the packing of a run cut short and the refusals are checked on any machine.
+# usage: bash tests/kernels/gpu_checks_smoke.sh REPO_DIR
+set -uo pipefail
+repo=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "gpu_checks_smoke: $*" >&2; exit 1; }
+
+# Stand-ins: every tool appends its name, SB_CUDA_KERNELS and arguments to calls.txt.
+mkdir -p "$tmp/bin" "$tmp/build/harness" "$tmp/build/tests/kernels" "$tmp/build/kernels" "$tmp/torch/lib"
+cat >"$tmp/stub" <<EOF
+#!/usr/bin/env bash
+echo "\$(basename "\$0") kernels=\${SB_CUDA_KERNELS:-} \$*" >>"$tmp/calls.txt"
+case "\$(basename "\$0")" in
+  sparsebench) [ "\$1" = pattern ] && for a in "\$@"; do [ "\${prev:-}" = --export ] && echo '{}' >"\$a"; prev=\$a; done ;;
+  test_gsa_cuda) echo '[  PASSED  ] 12 tests.' ;;
+  sleepy) sleep 30 ;;
+esac
+exit 0
+EOF
+chmod +x "$tmp/stub"
+for t in nvidia-smi compute-sanitizer ncu; do cp "$tmp/stub" "$tmp/bin/$t"; done
+cp "$tmp/stub" "$tmp/build/harness/sparsebench"
+cp "$tmp/stub" "$tmp/build/tests/kernels/test_gsa_cuda"
+cp "$tmp/stub" "$tmp/build/tests/kernels/test_gsa_op"
+cp "$tmp/stub" "$tmp/sleepy"
+# python3: answers the torch query with a lib folder, and records the FlexAttention runs.
+cat >"$tmp/bin/python3" <<EOF
+#!/usr/bin/env bash
+if [ "\$1" = -c ]; then
+  case "\$2" in *torch.__file__*) echo "$tmp/torch/lib" ;; *) echo "torch 0 (stand-in)" ;; esac
+  exit 0
+fi
+echo "python3 \$*" >>"$tmp/calls.txt"
+EOF
+chmod +x "$tmp/bin/python3"
+
+PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" \
+  bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" env tests sweep flex >"$tmp/log" 2>&1 ||
+  fail "exited $? ($(tail -3 "$tmp/log"))"
+[ -f "$tmp/out/gpu.tgz" ] && [ -f "$tmp/out/summary.txt" ] || fail "no gpu.tgz and summary.txt in OUT_DIR"
+for s in test_gsa_cuda test_gsa_op_cuda sweep sweep_warp sweep_baseline flex_1024 flex_4096 flex_16384; do
+  grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
+done
+grep -q "test_gsa_cuda: \[  PASSED  \] 12 tests." "$tmp/out/summary.txt" || fail "test results missing from the summary"
+tar -tzf "$tmp/out/gpu.tgz" | grep -q "sweep_warp.log" || fail "gpu.tgz lacks the step logs"
+# The warp sweep runs with SB_CUDA_KERNELS=warp, the main sweep without; steps not asked for do not run.
+grep -q "^sparsebench kernels=warp run scenarios/gpu_bf16.json" "$tmp/calls.txt" || fail "sweep_warp not on warp kernels"
+grep -q "^sparsebench kernels= run scenarios/gpu_bf16.json --no-plot --out" "$tmp/calls.txt" || fail "main sweep missing"
+grep -q "fig7_throughput\|^ncu\|^compute-sanitizer" "$tmp/calls.txt" && fail "steps not asked for ran"
+# FlexAttention gets 16384 tokens per call: batch 16 at n=1024.
+grep -q "flex_compare.py .*bpt4_1024.json .*--batch 16 " "$tmp/calls.txt" || fail "flex at n=1024 not at batch 16"
+
+# A step over its time limit is cut, noted, and the steps after it still run and are packed.
+rm -rf "$tmp/out"
+PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/sleepy" SB_GPU_SCALE=0.02 \
+  bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" sweep >"$tmp/log" 2>&1
+grep -q "^sweep_baseline: exit 124 after .* (time limit)" "$tmp/out/summary.txt" ||
+  fail "a step past its limit is not noted ($(cat "$tmp/out/summary.txt"))"
+
+# Refusals: too few arguments, and a python3 without torch.
+bash "$repo/scripts/gpu_checks.sh" "$tmp/build" >"$tmp/log" 2>&1 && fail "one argument accepted"
+grep -q "usage: bash scripts/gpu_checks.sh BUILD_DIR OUT_DIR" "$tmp/log" || fail "no usage line"
+printf '#!/usr/bin/env bash\nexit 1\n' >"$tmp/bin/python3"
+PATH="$tmp/bin:$PATH" bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out2" env >"$tmp/log" 2>&1 &&
+  fail "ran without torch"
+grep -q "gpu_checks.sh: python3 cannot import torch" "$tmp/log" || fail "no message for a python3 without torch"
+echo "gpu_checks_smoke: ok"

@@ -473,6 +473,15 @@ __device__ __forceinline__ void key_slice(float (&kr)[kVec<T>], const GsaParams&
   }
 }
 
+// Edge j of group g's step at base (base + g + j G), or the row's last edge when that lies past e1: every load
+// stays in bounds without a branch, and `valid` says whether the edge counts.
+template <int G>
+__device__ __forceinline__ int64_t step_edge(int64_t base, int g, int j, int64_t e1, bool& valid) {
+  const int64_t e = base + g + j * G;
+  valid = e < e1;
+  return valid ? e : e1 - 1;
+}
+
 // Edges per group and step (e, e + G, ...), their loads all issued before the first reduction: more requests in
 // flight per warp, but more registers, so fewer warps. Measured with ncu on an H200 (bpt k=4, n=16384, bf16): two
 // edges made dq 14% faster and the forward 9% slower, and left dk, dv as they were, so only dq takes two.
@@ -498,11 +507,9 @@ __global__ void forward_group_kernel(GsaParams p, float* pieces) {
   for (int64_t base = t.e0; base < t.e1; base += G * U) {
     bool valid[U];
     float s[U], kr[U][V], vr[U][V];
-    // A step past the row's end reloads its last edge (every load stays in bounds, no branch) and is skipped.
 #pragma unroll
     for (int j = 0; j < U; ++j) {
-      valid[j] = base + g + j * G < t.e1;
-      const int64_t e = valid[j] ? base + g + j * G : t.e1 - 1;
+      const int64_t e = step_edge<G>(base, g, j, t.e1, valid[j]);
       const int64_t src = p.graph.col[e];
       key_slice<T>(kr[j], p, k + src * p.k_strides.node, e, d0);
       load_vec<T>(vr[j], v + src * p.v_strides.node);
@@ -567,13 +574,13 @@ __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
   for (int i = 0; i < V; ++i) dq[i] = 0;
   for (int64_t base = t.e0; base < t.e1; base += G * U) {
     bool valid[U];
+    int64_t e[U];
     float kr[U][V], vr[U][V], score[U], dp[U];
 #pragma unroll
     for (int j = 0; j < U; ++j) {
-      valid[j] = base + g + j * G < t.e1;
-      const int64_t e = valid[j] ? base + g + j * G : t.e1 - 1;  // in bounds, skipped below
-      const int64_t src = p.graph.col[e];
-      key_slice<T>(kr[j], p, k + src * p.k_strides.node, e, d0);
+      e[j] = step_edge<G>(base, g, j, t.e1, valid[j]);
+      const int64_t src = p.graph.col[e[j]];
+      key_slice<T>(kr[j], p, k + src * p.k_strides.node, e[j], d0);
       load_vec<T>(vr[j], v + src * p.v_strides.node);
     }
 #pragma unroll
@@ -592,7 +599,7 @@ __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
       const float ds = gsa_dscore(gsa_prob(score[j] * scale, lse), dp[j], delta);
 #pragma unroll
       for (int i = 0; i < V; ++i) dq[i] += ds * kr[j][i];
-      if (edge_ds != nullptr && lane % L == 0) edge_ds[(b * p.graph.n_edges + base + g + j * G) * p.H + h] = ds;
+      if (edge_ds != nullptr && lane % L == 0) edge_ds[(b * p.graph.n_edges + e[j]) * p.H + h] = ds;
     }
   }
   across_groups<L, V>(dq);
@@ -628,8 +635,7 @@ __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
     float kr[U][V], qu[U][V], dou[U][V], score[U], dp[U], row_lse[U], row_delta[U];
 #pragma unroll
     for (int j = 0; j < U; ++j) {
-      valid[j] = base + g + j * G < t.e1;
-      const int64_t i_edge = valid[j] ? base + g + j * G : t.e1 - 1;  // in bounds, skipped below
+      const int64_t i_edge = step_edge<G>(base, g, j, t.e1, valid[j]);
       const int64_t u = p.graph.t_col[i_edge];
       const int64_t row = (b * p.N + u) * p.H + h;
       row_lse[j] = lse[row];
@@ -781,15 +787,22 @@ int group_lanes(const GsaParams& p, bool backward, GsaCudaKernels kernels) {
   return ok ? static_cast<int>(L) : 0;
 }
 
-// Calls f(std::integral_constant<int, L>) for L lanes per edge.
-template <typename F>
-void with_lanes(int L, F&& f) {
-  switch (L) {
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 8: f(std::integral_constant<int, 8>{}); break;
-    case 16: f(std::integral_constant<int, 16>{}); break;
-    default: f(std::integral_constant<int, 32>{}); break;
+// Launches through f(std::integral_constant<int, L>) for lanes = L > 0 and element type T; false (nothing launched,
+// the warp kernels' turn) for lanes = 0 and for fp64, which has no lane-group kernels.
+template <typename T, typename F>
+bool with_lanes(int lanes, F&& f) {
+  if constexpr (std::is_same_v<T, double>) {
+    return false;
+  } else {
+    switch (lanes) {
+      case 0: return false;
+      case 2: f(std::integral_constant<int, 2>{}); break;
+      case 4: f(std::integral_constant<int, 4>{}); break;
+      case 8: f(std::integral_constant<int, 8>{}); break;
+      case 16: f(std::integral_constant<int, 16>{}); break;
+      default: f(std::integral_constant<int, 32>{}); break;
+    }
+    return true;
   }
 }
 
@@ -797,16 +810,10 @@ template <int P, typename T>
 void forward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels kernels) {
   using A = typename GsaAcc<T>::type;
   A* pieces = static_cast<A*>(p.workspace);
-  const int lanes = group_lanes(p, false, kernels);
-  if constexpr (!std::is_same_v<T, double>) {
-    if (lanes > 0) {
-      with_lanes(lanes, [&](auto l) {
-        forward_group_kernel<decltype(l)::value, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(
-            p, pieces);
-      });
-    }
-  }
-  if (lanes == 0) forward_kernel<P, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, pieces);
+  const bool grouped = with_lanes<T>(group_lanes(p, false, kernels), [&](auto l) {
+    forward_group_kernel<decltype(l)::value, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, pieces);
+  });
+  if (!grouped) forward_kernel<P, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, pieces);
   check_launch("graph_attention forward");
   if (has_merges(p.graph.rows)) {
     forward_merge_kernel<P, T><<<merge_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, pieces);
@@ -824,15 +831,11 @@ void backward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels ker
   delta_kernel<P, T><<<blocks_for_warps(p.B * p.N * p.H), kThreads, 0, stream>>>(p);
   check_launch("graph_attention backward (delta)");
   const int lanes = group_lanes(p, true, kernels);
-  if constexpr (!std::is_same_v<T, double>) {
-    if (lanes > 0) {
-      with_lanes(lanes, [&](auto n) {
-        dq_group_kernel<decltype(n)::value, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(
-            p, edge_ds, ws + l.dq_pieces);
-      });
-    }
-  }
-  if (lanes == 0) {
+  const bool grouped = with_lanes<T>(lanes, [&](auto n) {
+    dq_group_kernel<decltype(n)::value, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(
+        p, edge_ds, ws + l.dq_pieces);
+  });
+  if (!grouped) {
     dq_kernel<P, T><<<scheduled_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, edge_ds, ws + l.dq_pieces);
   }
   check_launch("graph_attention backward (dq)");
@@ -840,15 +843,13 @@ void backward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels ker
     dq_merge_kernel<P, T><<<merge_blocks(p, p.graph.rows), kThreads, 0, stream>>>(p, ws + l.dq_pieces);
     check_launch("graph_attention backward (dq merge)");
   }
-  if constexpr (!std::is_same_v<T, double>) {
-    if (lanes > 0) {
-      with_lanes(lanes, [&](auto n) {
-        dkv_group_kernel<decltype(n)::value, T><<<scheduled_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(
-            p, ws + l.dkv_pieces);
-      });
-    }
+  const bool dkv_grouped = with_lanes<T>(lanes, [&](auto n) {
+    dkv_group_kernel<decltype(n)::value, T><<<scheduled_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(
+        p, ws + l.dkv_pieces);
+  });
+  if (!dkv_grouped) {
+    dkv_kernel<P, T><<<scheduled_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(p, ws + l.dkv_pieces);
   }
-  if (lanes == 0) dkv_kernel<P, T><<<scheduled_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(p, ws + l.dkv_pieces);
   check_launch("graph_attention backward (dk, dv)");
   if (has_merges(p.graph.srcs)) {
     dkv_merge_kernel<P, T><<<merge_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(p, ws + l.dkv_pieces);

@@ -45,7 +45,9 @@ for s in test_gsa_cuda test_gsa_op_cuda sweep sweep_warp sweep_baseline flex_102
   grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
 done
 grep -q "test_gsa_cuda: \[  PASSED  \] 12 tests." "$tmp/out/summary.txt" || fail "test results missing from the summary"
-tar -tzf "$tmp/out/gpu.tgz" | grep -q "sweep_warp.log" || fail "gpu.tgz lacks the step logs"
+# The listing is taken whole first: grep -q stopping early would cut tar off (SIGPIPE), and pipefail would fail it.
+tar -tzf "$tmp/out/gpu.tgz" >"$tmp/listing" || fail "gpu.tgz does not read back"
+grep -q "sweep_warp.log" "$tmp/listing" || fail "gpu.tgz lacks the step logs"
 # The warp sweep runs with SB_CUDA_KERNELS=warp, the main sweep without; steps not asked for do not run.
 grep -q "^sparsebench kernels=warp run scenarios/gpu_bf16.json" "$tmp/calls.txt" || fail "sweep_warp not on warp kernels"
 grep -q "^sparsebench kernels= run scenarios/gpu_bf16.json --no-plot --out" "$tmp/calls.txt" || fail "main sweep missing"

@@ -35,7 +35,8 @@ void gsa_cpu_exp(double* x, int64_t n);
 // groups of as many rows as the target's lanes as wide tiles (a row per lane), and the others in groups of up to 4
 // rows, as register tiles over the union of their sources with one relation table (or without relations), as tiles
 // whose relation terms come by column, or row by row (or, rows shorter than a vector, packed into the lanes); and the column tiles of pieces (gsa_column_split_plan) that
-// run as tiles or piece by piece. Depends on the graph, H, D and dtype.
+// run as tiles or piece by piece. The backward by destination groups its rows the same way. Depends on the graph, H,
+// D and dtype.
 struct GsaCpuForwardGroups {
   int64_t tiles = 0;
   int64_t tiles_by_column = 0;

@@ -813,6 +813,7 @@ class TileRelations {
         for (int i = 0; i < R; ++i) if (a[i] >= 0) add(p.graph.rel[a[i]]);
       }
     }
+    zero_ = count();
     return count() <= unions;
   }
   // The relation every row of a column (entries a[R], -1: none) reaches it under, -1 if they differ (or none).
@@ -828,9 +829,10 @@ class TileRelations {
   }
   bool by_column() const { return by_column_; }
 
-  // Slots per head in the table: the relations, and by column one more slot of zeros (edges of agreeing columns).
-  int slots() const { return count() + (by_column_ ? 1 : 0); }
-  int32_t zero_slot() const { return count(); }
+  // Slots per head in the table: the relations, and by column one more slot of zeros (edges of agreeing columns),
+  // fixed by pays_by_column: relations slot_adding gives later (W's, in the backward) take slots past the table's.
+  int slots() const { return by_column_ ? zero_ + 1 : count(); }
+  int32_t zero_slot() const { return zero_; }
 
   // tab [H][slot * kTileRows + i] = q_i,h . r_rel for the kTileRows rows q (after a true pays or pays_by_column).
   template <class D, typename T = hn::TFromD<D>>
@@ -863,6 +865,7 @@ class TileRelations {
     for (int32_t r : rels_) slot_of_[r] = -1;
     rels_.clear();
     by_column_ = false;
+    zero_ = 0;
   }
   void grow(const GsaParams& p) {
     if (static_cast<int64_t>(slot_of_.size()) < p.R) slot_of_.resize(static_cast<size_t>(p.R), -1);
@@ -874,6 +877,7 @@ class TileRelations {
   std::vector<int32_t>& slot_of_;
   std::vector<int32_t>& rels_;
   bool by_column_ = false;
+  int32_t zero_ = 0;
 };
 
 // One segment of a row group's union of sources, as both tiles by destination read it: key and value rows of each
@@ -1855,22 +1859,22 @@ void dq_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* dq_acc
 }
 
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
-// Relation gradients of a tile's rows from W, the sums of dS per head, slot and row (W [H][nslot][stride], row i at
-// + i), slots in order. Row i's dq: acc_h += sum_s W r_s (acc_h = acc + h * acc_head).
+// Relation gradients of a tile's rows from W, the sums of dS per head, slot and row (head h at wsum + h * ws, slot s
+// of row i at + s * kTileRows + i), slots in order. Row i's dq: acc_h += sum_s W r_s (acc_h = acc + h * acc_head).
 template <class D, typename T = hn::TFromD<D>>
-void add_slot_rows(D d, const GsaParams& p, const TileRelations& rels, int nslot, const T* wsum, int stride, int i,
+void add_slot_rows(D d, const GsaParams& p, const TileRelations& rels, int nslot, const T* wsum, int64_t ws, int i,
                    T* acc, int64_t acc_head) {
   constexpr int N = static_cast<int>(hn::MaxLanes(D()));
   const T* rel = static_cast<const T*>(p.rel_emb);
   const T* rp[kMaxLanes];
   HWY_ALIGN T wr[kMaxLanes];
   for (int64_t h = 0; h < p.H; ++h) {
-    const T* w_h = wsum + h * nslot * stride;
+    const T* w_h = wsum + h * ws;
     for (int s0 = 0; s0 < nslot; s0 += N) {
       const int n = std::min(N, nslot - s0);
       for (int j = 0; j < n; ++j) {
         rp[j] = rel + rels.relation(s0 + j) * p.rel_stride;
-        wr[j] = w_h[(s0 + j) * stride + i];
+        wr[j] = w_h[(s0 + j) * kTileRows + i];
       }
       group_axpy<false>(d, acc + h * acc_head, T(1), wr, n, rp, 0, rp, p.D);
     }
@@ -1928,17 +1932,34 @@ void wide_slot_grads(D d, const GsaParams& p, const TileRelations& rels, int nsl
 }
 #endif
 
+// Writes a segment's P and dS of every head (seg [H][2][stride]: head h's P at h * 2 * stride + t, its dS a stride
+// later) into the edge cache pds_b [E][H][2] for the n entries at[t] >= 0 (edge ids), an edge's heads together: one
+// line per edge, where a store per head and edge walks every line of the segment once per head (at 16 rows 48 KB,
+// past L1: 18% of dq_wide's time; 10% of dq_tile's).
+template <typename T>
+HWY_INLINE void store_edge_cache(const T* seg, int64_t stride, const int64_t* at, int n, int64_t H, T* pds_b) {
+  for (int t = 0; t < n; ++t) {
+    if (at[t] < 0) continue;
+    T* cache = pds_b + at[t] * H * 2;
+    for (int64_t h = 0; h < H; ++h) {
+      cache[2 * h] = seg[h * 2 * stride + t];
+      cache[2 * h + 1] = seg[(h * 2 + 1) * stride + t];
+    }
+  }
+}
+
 // Backward by destination as a register tile (see forward_tile): scores and dP = dO_i . v_j of the group's rows over
 // the union of their sources, dq_i += dS_ij k_j with each key row loaded once for the group. Relation gradients go
 // through the group's relation slots: W [H][slot * kTileRows + i] sums dS per relation, then dq_i,h += sum W r_rel
-// and d_rel_emb[rel] += scale sum_i,h W q_i,h once per relation. Only with a table of every relation: relation terms
-// by column (forward_tile) measured no faster here (bpt k=4/16 at n=8192, AVX2). Scratch: 2 * kTileRows * H * R.
+// and d_rel_emb[rel] += scale sum_i,h W q_i,h once per relation. Relation terms as forward_tile takes them (one
+// table, or by column): by column, an agreeing column's dS goes to its relation's W slot (past the table's).
+// Scratch: 2 * kTileRows * H * (R + 1) + D + 2 * H * kTileRows * N * kSegChunks.
 template <bool REL, typename T>
 bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions, T* dq_acc, T* rel_part, T* pds,
              T* scratch) {
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
   TileRelations rels;
-  if (REL && !rels.pays(p, grp, unions)) return false;
+  if (REL && !tile_relations(p, grp, unions, rels)) return false;
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
   constexpr int N = static_cast<int>(hn::MaxLanes(decltype(d)()));
@@ -1958,9 +1979,10 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
   }
   T* tab = scratch;
   if constexpr (REL) rels.table(d, p, q_u, tab);
-  const int nslot = rels.slots();
-  T* wsum = tab + H * nslot * kTileRows;  // W, laid out as tab
-  std::fill(wsum, wsum + H * nslot * kTileRows, T(0));
+  const int ntab = rels.slots();
+  const int64_t ws = (p.R + 1) * kTileRows;  // W's head stride: room for every relation's slot and the zero slot
+  T* wsum = tab + H * ntab * kTileRows;       // W [H][slot * kTileRows + i], the slots in use zeroed
+  for (int64_t h = 0; h < H; ++h) std::fill_n(wsum + h * ws, ntab * kTileRows, T(0));
   const T* lse = static_cast<const T*>(p.lse);
   const T* delta = static_cast<const T*>(p.delta);
   HWY_ALIGN T pw[S * kTileRows];
@@ -1969,13 +1991,27 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
   const V scale = hn::Set(d, static_cast<T>(p.scale));
   TileUnion<S> un(grp, g.col);
   TileSources<REL, T, S> src;
+  src.set_zero(wsum + H * ws, Dm);
+  T* pds_seg = wsum + H * ws + Dm;  // [H][2][S * kTileRows]: a segment's P, then dS, written to pds after its heads
+  int32_t wix[S * kTileRows];       // W's index of each (column, row) of the segment
   const T* const* kp = src.kp;
   const T* const* vp = src.vp;
   while (un.next(J)) {
     const int ns = un.n, padded = un.padded;
     src.fill(p, in, b, un, rels);
+    for (int t = 0; REL && t < ns * kTileRows; ++t) wix[t] = src.tix[t];
+    for (int j = 0; REL && rels.by_column() && j < ns; ++j) {
+      const int32_t c = TileRelations::column_relation(p, un.at + j * kTileRows);
+      if (c < 0) continue;
+      const int fresh = rels.count();
+      const int32_t slot = rels.slot_adding(c);
+      if (slot >= fresh) {
+        for (int64_t h = 0; h < H; ++h) std::fill_n(wsum + h * ws + slot * kTileRows, kTileRows, T(0));
+      }
+      for (int i = 0; i < kTileRows; ++i) wix[j * kTileRows + i] = slot * kTileRows + i;
+    }
     for (int64_t h = 0; h < H; ++h) {
-      const T* tab_h = tab + h * nslot * kTileRows;
+      const T* tab_h = tab + h * ntab * kTileRows;
       HWY_ALIGN T lsep[N];
       HWY_ALIGN T delp[N];
       for (int t = 0; t < N; ++t) lsep[t] = lse[row[t % kTileRows] + h], delp[t] = delta[row[t % kTileRows] + h];
@@ -1990,18 +2026,22 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
         hn::Store(pr, d, pw + j0 * kTileRows);
         hn::Store(hn::Mul(pr, hn::Sub(dp, delv)), d, dsw + j0 * kTileRows);
       }
-      for (int t = 0; t < ns * kTileRows; ++t) {
-        if (un.at[t] < 0) continue;
-        T* cache = pds != nullptr ? pds + ((b * g.n_edges + un.at[t]) * H + h) * 2 : nullptr;
-        if (cache != nullptr) cache[0] = pw[t], cache[1] = dsw[t];
-        if constexpr (REL) wsum[h * nslot * kTileRows + src.tix[t]] += dsw[t];
+      if (pds != nullptr) {
+        T* seg_h = pds_seg + h * 2 * S * kTileRows;
+        std::copy(pw, pw + ns * kTileRows, seg_h);
+        std::copy(dsw, dsw + ns * kTileRows, seg_h + S * kTileRows);
+      }
+      for (int t = 0; REL && t < ns * kTileRows; ++t) {
+        if (un.at[t] >= 0) wsum[h * ws + wix[t]] += dsw[t];
       }
       tile_axpy_rows(d, dq_acc + h * Dm, H * Dm, ones, dsw, ns, kp, h * p.k_strides.head, Dm);
     }
+    if (pds != nullptr) store_edge_cache(pds_seg, S * kTileRows, un.at, ns * kTileRows, H, pds + b * g.n_edges * H * 2);
   }
-  if constexpr (REL) {  // the relation sums, slots in order
-    for (int i = 0; i < grp.n; ++i) add_slot_rows(d, p, rels, nslot, wsum, kTileRows, i, dq_acc + i * H * Dm, Dm);
-    wide_slot_grads(d, p, rels, nslot, wsum, nslot * kTileRows, kTileRows, grp.n, q_u, rel_part);
+  if constexpr (REL) {  // the relation sums, slots in order (by column, the zero slot's index may hold a relation)
+    const int nslot = rels.count();
+    for (int i = 0; i < grp.n; ++i) add_slot_rows(d, p, rels, nslot, wsum, ws, i, dq_acc + i * H * Dm, Dm);
+    wide_slot_grads(d, p, rels, nslot, wsum, ws, kTileRows, grp.n, q_u, rel_part);
   }
   return true;
 #else
@@ -2127,18 +2167,7 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
       }
       wide_axpy_rows<V>(d, dqt + h * Dm * R, ones, dsw, ns, col.kp, h * p.k_strides.head, Dm);
     }
-    // The cache holds an edge's heads together: one line per edge here, where a store per head and edge would walk
-    // every line of the segment once per head (48 KB at 16 rows, past L1: 18% of dq_wide's time).
-    if (pds != nullptr) {
-      for (int t = 0; t < ns * R; ++t) {
-        if (un.at[t] < 0) continue;
-        T* cache = pds + (b * g.n_edges + un.at[t]) * H * 2;
-        for (int64_t h = 0; h < H; ++h) {
-          const T* seg_h = pds_seg + h * 2 * kWideSeg * R;
-          cache[2 * h] = seg_h[t], cache[2 * h + 1] = seg_h[kWideSeg * R + t];
-        }
-      }
-    }
+    if (pds != nullptr) store_edge_cache(pds_seg, kWideSeg * R, un.at, ns * R, H, pds + b * g.n_edges * H * 2);
   }
   // dq_i,h = scale (dq^T + sum_s W r_s); then d_rel_emb[rel] += scale sum_i,h W q_i,h, slots in order.
   const int nslot = rels.count();

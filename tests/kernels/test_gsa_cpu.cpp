@@ -403,10 +403,10 @@ TEST_P(GsaCpuTarget, RunsWithAGapMatchReference) {
 // bpt k=64 and bigbird with relations as wide tiles by column (4-row tiles on AVX-512, which keeps wide tiles to those
 // with one table); bpt's span nodes as column tiles (pieces of 4 span rows over one block of 32 tokens, merged per row
 // afterwards), its lowest span nodes (2 sources each) packed into the lanes together. The backward by destination takes
-// the forward's wide tiles, relation terms alike; window's sources take wide tiles in the backward by source, bpt's
-// span sources column tiles (pieces of up to 4 span sources over one block of kGsaCpuSourceBlock tokens). Each
-// graph must actually take its tile path on every target with vectors of 4+ floats, and match the reference in fp32 and
-// fp64 (gradients included) with bits independent of the thread count.
+// the forward's tiles (4-row and wide), relation terms alike (by column: dS summed per relation); window's sources
+// take wide tiles in the backward by source, bpt's span sources column tiles (pieces of up to 4 span sources over one
+// block of kGsaCpuSourceBlock tokens). Each graph must actually take its tile path on every target with vectors of 4+
+// floats, and match the reference in fp32 and fp64 (gradients included) with bits independent of the thread count.
 TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
   const GsaBackendScope scope(backend());
   struct TileCase {

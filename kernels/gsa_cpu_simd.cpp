@@ -790,10 +790,17 @@ class TileRelations {
   }
   int32_t slot(int32_t r) const { return slot_of_[r]; }
   int32_t relation(int s) const { return rels_[s]; }
-  // r's slot, a new one (after the table's) where r has none yet.
-  int32_t slot_adding(int32_t r) {
+  // r's slot in W, the backward's sums of dS per slot (head h at w + h * ws, R entries a slot): a new one (after the
+  // table's) where r has none yet, its entries zeroed for every head.
+  template <typename T>
+  int32_t w_slot(int32_t r, T* w, int64_t H, int64_t ws, int R) {
+    const int fresh = count();
     add(r);
-    return slot_of_[r];
+    const int32_t s = slot_of_[r];
+    if (s >= fresh) {
+      for (int64_t h = 0; h < H; ++h) std::fill_n(w + h * ws + s * R, R, T(0));
+    }
+    return s;
   }
 
   // Column relations instead: a column of the union whose rows all reach it under one relation adds that relation's
@@ -830,7 +837,7 @@ class TileRelations {
   bool by_column() const { return by_column_; }
 
   // Slots per head in the table: the relations, and by column one more slot of zeros (edges of agreeing columns),
-  // fixed by pays_by_column: relations slot_adding gives later (W's, in the backward) take slots past the table's.
+  // fixed by pays_by_column: relations w_slot adds later (W's, in the backward) take slots past the table's.
   int slots() const { return by_column_ ? zero_ + 1 : count(); }
   int32_t zero_slot() const { return zero_; }
 
@@ -896,6 +903,7 @@ struct TileSources {
   HWY_ALIGN TI tix[S * kTileRows];
   static constexpr uint8_t kSomeMixed = 1, kAllMixed = 3;
   uint8_t mixed[S];   // by chunk of J columns: 0, kSomeMixed or kAllMixed
+  int32_t crel[S];    // by column: the relation its rows agree on, -1 where they disagree
   const T* zero = nullptr;  // D zeros (by column)
   // Makes the D elements at `at` the zero row.
   void set_zero(T* at, int64_t D) {
@@ -924,6 +932,7 @@ struct TileSources {
     for (int j = 0; j < un.padded; ++j) {
       const int64_t* a = un.at + j * kTileRows;
       const int32_t c = TileRelations::column_relation(p, a);
+      crel[j] = c;
       rp[j] = c >= 0 ? in.rel + c * p.rel_stride : zero;
       for (int i = 0; i < kTileRows; ++i) {
         const int32_t slot = c < 0 && a[i] >= 0 ? rels.slot(p.graph.rel[a[i]]) : rels.zero_slot();
@@ -2001,13 +2010,8 @@ bool dq_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t unions,
     src.fill(p, in, b, un, rels);
     for (int t = 0; REL && t < ns * kTileRows; ++t) wix[t] = src.tix[t];
     for (int j = 0; REL && rels.by_column() && j < ns; ++j) {
-      const int32_t c = TileRelations::column_relation(p, un.at + j * kTileRows);
-      if (c < 0) continue;
-      const int fresh = rels.count();
-      const int32_t slot = rels.slot_adding(c);
-      if (slot >= fresh) {
-        for (int64_t h = 0; h < H; ++h) std::fill_n(wsum + h * ws + slot * kTileRows, kTileRows, T(0));
-      }
+      if (src.crel[j] < 0) continue;
+      const int32_t slot = rels.w_slot(src.crel[j], wsum, H, ws, kTileRows);
       for (int i = 0; i < kTileRows; ++i) wix[j * kTileRows + i] = slot * kTileRows + i;
     }
     for (int64_t h = 0; h < H; ++h) {
@@ -2113,11 +2117,7 @@ bool dq_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_t uni
     col.fill(p, in, b, un, rels);
     for (int j = 0; REL && j < ns; ++j) {
       if (col.kind[j] == Cols::kSlot) wslot[j] = col.slot[j];
-      if (col.kind[j] != Cols::kKeyRel) continue;
-      const int fresh = rels.count();
-      wslot[j] = rels.slot_adding(col.slot[j]);
-      if (wslot[j] < fresh) continue;
-      for (int64_t h = 0; h < H; ++h) std::fill_n(wsum + h * ws + wslot[j] * R, R, T(0));
+      if (col.kind[j] == Cols::kKeyRel) wslot[j] = rels.w_slot(col.slot[j], wsum, H, ws, R);
     }
     for (int64_t h = 0; h < H; ++h) {
       const T* qt_h = qt + h * Dm * R;

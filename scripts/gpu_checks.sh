@@ -149,6 +149,19 @@ if wants train; then
     train_run "paper_profile_$b" "$bin" "${paper[@]}" --pattern bpt --set k=64 --context 512 --batch 64 \
       --dtype bfloat16 --steps 20 --log-every 10 --profile
   done
+  # The same models with each step captured as a CUDA graph (SB_CUDA_GRAPHS=1; result.json says whether it was).
+  for run in quality_bpt4 quality_window9 quality_fp32 paper_dense paper_bpt64; do
+    case $run in
+      quality_bpt4) args=("${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 600 --log-every 200) ;;
+      quality_window9) args=("${quality[@]}" --pattern window --set w=9 --dtype bfloat16 --steps 600 --log-every 200) ;;
+      quality_fp32) args=("${quality[@]}" --pattern bpt --set k=4 --dtype float32 --steps 200 --log-every 1) ;;
+      paper_dense) args=("${paper[@]}" --pattern dense --attention dense --positions absolute --context 512 --batch 64
+                         --dtype bfloat16 --steps 60 --log-every 20) ;;
+      paper_bpt64) args=("${paper[@]}" --pattern bpt --set k=64 --context 512 --batch 64 --dtype bfloat16 --steps 40
+                         --log-every 20) ;;
+    esac
+    SB_CUDA_GRAPHS=1 train_run "${run}_graphs" "$sb" "${args[@]}"
+  done
   # 500 kernels of the quality model after its first 6000 (past warm-up), each timed alone: where a CUDA step goes.
   if command -v ncu >/dev/null; then
     step ncu_train 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 6000 \

@@ -58,6 +58,29 @@ void AdamWStepper::step() {
     optimizer_.step();
     return;
   }
+  fused_step(nullptr);
+}
+
+void AdamWStepper::step(const torch::Tensor& lr) {
+  if (name_ != "fused") throw Error("a learning rate on the device needs the fused AdamW (SB_OPTIMIZER=fused)");
+  fused_step(&lr);
+}
+
+void AdamWStepper::advance_host_steps() {
+#if TORCH_VERSION_MAJOR >= 2  // 1.13 keys its state by text and has no fused step to replay
+  for (auto& group : optimizer_.param_groups()) {
+    for (auto& p : group.params()) {
+      auto it = optimizer_.state().find(p.unsafeGetTensorImpl());
+      if (it == optimizer_.state().end() || !it->second) continue;
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      st.step(st.step() + 1);
+    }
+  }
+#endif
+}
+
+void AdamWStepper::fused_step(const torch::Tensor* lr) {
+  (void)lr;
 #if TORCH_VERSION_MAJOR >= 2
   torch::NoGradGuard no_grad;
   for (auto& group : optimizer_.param_groups()) {
@@ -87,8 +110,13 @@ void AdamWStepper::step() {
       steps.push_back(count);
     }
     if (ps.empty()) continue;
-    at::_fused_adamw_(ps, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, o.lr(), std::get<0>(o.betas()),
-                      std::get<1>(o.betas()), o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
+    if (lr) {
+      at::_fused_adamw_(ps, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, *lr, std::get<0>(o.betas()),
+                        std::get<1>(o.betas()), o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
+    } else {
+      at::_fused_adamw_(ps, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, o.lr(), std::get<0>(o.betas()),
+                        std::get<1>(o.betas()), o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
+    }
   }
 #endif
 }

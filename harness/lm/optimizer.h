@@ -23,6 +23,11 @@ class AdamWStepper {
  public:
   AdamWStepper(torch::optim::AdamW& optimizer, std::string impl = "");
   void step();
+  // The fused step with the learning rate read from a float32 tensor on the parameters' device, so a captured
+  // step (CUDA graph) follows the schedule; every group takes that rate. Fused only.
+  void step(const torch::Tensor& lr);
+  // A replayed captured step advanced the device's step counts: advance the state's integers to match.
+  void advance_host_steps();
   const std::string& name() const { return name_; }
   static bool fused_available();
 
@@ -30,6 +35,7 @@ class AdamWStepper {
   torch::optim::AdamW& optimizer_;
   std::string name_;
   std::unordered_map<const void*, torch::Tensor> step_counts_;  // parameter -> its step as a device tensor
+  void fused_step(const torch::Tensor* lr);
 };
 
 }  // namespace sb

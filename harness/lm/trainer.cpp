@@ -32,6 +32,7 @@
 #include "harness/measure/machine.h"
 #include "harness/measure/memory_tracker.h"
 #include "harness/measure/op_profile.h"
+#include "harness/lm/captured_step.h"
 #include "harness/lm/optimizer.h"
 #include "harness/measure/threads.h"
 #include "harness/scenario/run_config.h"
@@ -499,6 +500,24 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
   };
   std::vector<std::pair<int64_t, torch::Tensor>> pending;  // (step, loss on the device) not yet read
+  // SB_CUDA_GRAPHS=1: after kCaptureAfter steps of this process, the step (forward, backward, clipping, fused AdamW)
+  // is captured once as a CUDA graph and replayed with the batch and learning rate in device tensors. Where it
+  // cannot be, the reason is recorded and the steps run as before.
+  constexpr int64_t kCaptureAfter = 3;
+  const char* graphs_env = std::getenv("SB_CUDA_GRAPHS");
+  const bool want_graphs = graphs_env && std::string(graphs_env) == "1";
+  std::string graphs_why;
+  if (want_graphs) {
+    if (!device.is_cuda()) graphs_why = "CUDA graphs need --device cuda";
+    else if (pg) graphs_why = "not with data-parallel ranks (the gradient exchange runs on the host)";
+    else if (loss_scale.enabled) graphs_why = "not with float16 loss scaling (its skip decision is read on the host)";
+    else if (cfg.profile) graphs_why = "not under --profile (its sections synchronise)";
+    else if (cfg.model.dropout > 0) graphs_why = "not with dropout (its masks are seeded from the host each step)";
+    else if (stepper.name() != "fused") graphs_why = "needs the fused AdamW (its learning rate as a device tensor)";
+    else if (!CapturedStep::available()) graphs_why = "this build's LibTorch has no CUDA graphs";
+  }
+  CapturedStep captured;
+  torch::Tensor static_batch, static_loss, device_lr;
   bool diverged = false;
   // Reads the pending losses in order; at the first non-finite one the run stops there, as a per-step read would.
   auto read_pending = [&] {
@@ -530,46 +549,79 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
     const torch::Tensor host_batch =
         sample_windows(data, data.train(), cfg.batch * world, window, rng, layout.rank * cfg.batch, cfg.batch);
-    // Pinned and asynchronous on CUDA: a pageable copy would wait for the device's queue to drain.
-    auto batch = device.is_cuda() ? host_batch.pin_memory().to(device, /*non_blocking=*/true) : host_batch.to(device);
-    auto inputs = batch.slice(1, 0, cfg.model.context);
-    auto targets = batch.slice(1, 1, window);
-    if (sync_sections) device_sync();
-    const double t1 = now_s();
-    if (cfg.profile) op_profile.start(0);
-    auto logits = model->forward(inputs);
-    auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
-    double loss_v = defer_reads ? 0.0 : loss.item<double>();
-    op_profile.stop();
-    if (sync_sections) device_sync();
-    const double t2 = now_s();
-    optimizer.zero_grad();
-    if (cfg.profile) op_profile.start(1);
-    if (defer_reads || std::isfinite(loss_v)) (loss_scale.enabled ? loss * loss_scale.scale : loss).backward();
-    op_profile.stop();
-    if (sync_sections) device_sync();
-    const double t3 = now_s();
-    if (pg) {  // the mean gradient and loss over the ranks (equal shares of the global batch), in one exchange
-      auto loss_sum = torch::tensor({loss_v}, torch::kFloat64);
-      buckets->average(*pg, {loss_sum});
-      loss_v = loss_sum.item<double>() / world;
+    if (want_graphs && graphs_why.empty() && !captured.ready() && steps_this_run >= kCaptureAfter) {
+      // Static inputs and gradients exist before the capture, so every replay reads and writes the same memory.
+      static_batch = host_batch.to(device);
+      device_lr = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+      const std::vector<torch::Tensor> params = model->parameters();
+      for (const auto& p : params) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      }
+      captured.capture(
+          device,
+          [&] {
+            for (const auto& p : params) p.grad().zero_();
+            auto logits = model->forward(static_batch.slice(1, 0, cfg.model.context));
+            static_loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}),
+                                                               static_batch.slice(1, 1, window).reshape({-1}));
+            static_loss.backward();
+            if (cfg.clip > 0) clip_grad_norm_no_sync(params, cfg.clip);
+            stepper.step(device_lr);
+          },
+          &graphs_why);
+      if (captured.ready()) captured.replay();  // the capture only recorded the step: this runs it
+    } else if (captured.ready()) {
+      static_batch.copy_(host_batch.pin_memory(), /*non_blocking=*/true);
+      device_lr.fill_(lr);
+      captured.replay();
+      stepper.advance_host_steps();
     }
-    const double t3c = now_s();
-    comm_s += t3c - t3;
-    pending.emplace_back(step + 1, defer_reads ? loss.detach() : torch::full({}, loss_v, torch::kFloat64));
-    if (!defer_reads) {
-      read_pending();
-      if (diverged) break;
-    }
-    // After the all-reduce every rank holds the same gradients, so all take the same skip decision.
-    if (loss_scale.unscale_and_check(model->parameters())) {
-      if (cfg.clip > 0) clip_grad_norm_no_sync(model->parameters(), cfg.clip);
-      stepper.step();
+    double t1, t2, t3, t3c;
+    if (captured.ready()) {  // forward, backward and the update ran in the graph
+      pending.emplace_back(step + 1, static_loss.detach().clone());
+      t1 = t2 = t3 = t3c = now_s();
     } else {
-      log_record({{"kind", "skipped"}, {"step", step + 1}, {"loss_scale", loss_scale.scale}});
+      // Pinned and asynchronous on CUDA: a pageable copy would wait for the device's queue to drain.
+      auto batch = device.is_cuda() ? host_batch.pin_memory().to(device, /*non_blocking=*/true) : host_batch.to(device);
+      auto inputs = batch.slice(1, 0, cfg.model.context);
+      auto targets = batch.slice(1, 1, window);
+      if (sync_sections) device_sync();
+      t1 = now_s();
+      if (cfg.profile) op_profile.start(0);
+      auto logits = model->forward(inputs);
+      auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
+      double loss_v = defer_reads ? 0.0 : loss.item<double>();
+      op_profile.stop();
+      if (sync_sections) device_sync();
+      t2 = now_s();
+      optimizer.zero_grad();
+      if (cfg.profile) op_profile.start(1);
+      if (defer_reads || std::isfinite(loss_v)) (loss_scale.enabled ? loss * loss_scale.scale : loss).backward();
+      op_profile.stop();
+      if (sync_sections) device_sync();
+      t3 = now_s();
+      if (pg) {  // the mean gradient and loss over the ranks (equal shares of the global batch), in one exchange
+        auto loss_sum = torch::tensor({loss_v}, torch::kFloat64);
+        buckets->average(*pg, {loss_sum});
+        loss_v = loss_sum.item<double>() / world;
+      }
+      t3c = now_s();
+      pending.emplace_back(step + 1, defer_reads ? loss.detach() : torch::full({}, loss_v, torch::kFloat64));
+      if (!defer_reads) {
+        read_pending();
+        if (diverged) break;
+      }
+      // After the all-reduce every rank holds the same gradients, so all take the same skip decision.
+      if (loss_scale.unscale_and_check(model->parameters())) {
+        if (cfg.clip > 0) clip_grad_norm_no_sync(model->parameters(), cfg.clip);
+        stepper.step();
+      } else {
+        log_record({{"kind", "skipped"}, {"step", step + 1}, {"loss_scale", loss_scale.scale}});
+      }
     }
     if (sync_sections) device_sync();
     const double t4 = now_s();
+    comm_s += t3c - t3;
     data_s += t1 - t0, fwd_s += t2 - t1, bwd_s += t3 - t2, opt_s += t4 - t3c;
     train_s += t4 - t0;
     if (pg && budget_s > 0) {  // the time budget is rank 0's clock, so every rank stops at the same step
@@ -663,6 +715,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                                 : std::string("libtorch")},
                  {"precision", {{"parameters", dtype_name(dtype)}, {"compute", dtype_name(compute)}}},
                  {"optimizer", "adamw:" + stepper.name()},
+                 {"cuda_graphs", want_graphs ? (captured.ready() ? json("captured") : json(graphs_why)) : json("off")},
                  {"git_commit", git_commit()},
                  {"torch_version", libtorch_version()},
                  {"evals", evals},

@@ -6,15 +6,18 @@
 #   test_gsa_op, sparsebench_ops). One built on another machine is configured with
 #   -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST and may bring libraries this one lacks in BUILD_DIR/lib.
 #   OUT_DIR receives gpu.tgz (everything, re-packed after each step, so a run cut short keeps what finished) and
-#   summary.txt. STEP: env tests sanitizer sweep fig7 flex ncu (default: all, in that order); each step has its
+#   summary.txt. STEP: env tests sanitizer sweep fig7 flex ncu train (default: all, in that order); each step has its
 #   own time limit, which SB_GPU_SCALE multiplies (default 1, fractions allowed).
+#   train: the quality model and the paper's model trained for a few hundred steps in bf16 (tokens/s, --profile,
+#   the top kernels of a step under ncu, fp32 losses against SB_BASELINE's); its data is SB_TRAIN_DATA (default
+#   BUILD_DIR/data/enwik8-head.bin, else ../shared/data/enwik8-head.bin).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bash scripts/gpu_checks.sh BUILD_DIR OUT_DIR [STEP ...]" >&2; exit 2; }
 build=$(realpath "$1")
 out=$(realpath -m "$2")
 shift 2
-steps=${*:-env tests sanitizer sweep fig7 flex ncu}
+steps=${*:-env tests sanitizer sweep fig7 flex ncu train}
 scale=${SB_GPU_SCALE:-1}
 work=$(mktemp -d /tmp/sb_gpu.XXXXXX)
 mkdir -p "$out"
@@ -111,6 +114,62 @@ if wants ncu; then
       --set axes/modes=forward_backward --set repeats=1 --set warmup=0 --no-plot --out "$work/ncu_point_$name"
     step "ncu_${name}_details" 60 ncu --import "$work/ncu_$name.ncu-rep" --page details
   done
+fi
+if wants train; then
+  data=${SB_TRAIN_DATA:-$build/data/enwik8-head.bin}
+  [ -f "$data" ] || data=../shared/data/enwik8-head.bin
+  quality=(--layers 2 --dim 128 --heads 4 --ffn 512 --dropout 0 --context 512 --batch 8)
+  paper=(--layers 12 --dim 512 --heads 8 --ffn 2048 --dropout 0)
+  quiet=(--device cuda --eval-every 0 --checkpoint-every 0 --no-final-eval --lens-bytes 0 --data "$data" --overwrite)
+  # train_run NAME BINARY ARGS...: one training run into $work/train/NAME (result.json and metrics, no checkpoint).
+  train_run() {
+    local name=$1 bin=$2
+    shift 2
+    step "train_$name" 120 "$bin" train "${quiet[@]}" --out "$work/train/$name" "$@"
+    rm -f "$work/train/$name/checkpoint.pt"
+    pack
+  }
+  bins=(new)
+  [ -n "${SB_BASELINE:-}" ] && bins+=(baseline)
+  for b in "${bins[@]}"; do
+    bin=$sb
+    [ "$b" = baseline ] && bin=$SB_BASELINE
+    train_run "quality_bpt4_$b" "$bin" "${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 600 --log-every 200
+    train_run "quality_window9_$b" "$bin" "${quality[@]}" --pattern window --set w=9 --dtype bfloat16 --steps 600 \
+      --log-every 200
+    train_run "quality_fp32_$b" "$bin" "${quality[@]}" --pattern bpt --set k=4 --dtype float32 --steps 200 --log-every 1
+    train_run "paper_dense_$b" "$bin" "${paper[@]}" --pattern dense --attention dense --positions absolute \
+      --context 512 --batch 64 --dtype bfloat16 --steps 60 --log-every 20
+    train_run "paper_bpt64_$b" "$bin" "${paper[@]}" --pattern bpt --set k=64 --context 512 --batch 64 \
+      --dtype bfloat16 --steps 40 --log-every 20
+    train_run "paper_bpt64_8192_$b" "$bin" "${paper[@]}" --pattern bpt --set k=64 --context 8192 --batch 4 \
+      --dtype bfloat16 --steps 20 --log-every 10
+    train_run "quality_profile_$b" "$bin" "${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 200 \
+      --log-every 100 --profile
+    train_run "paper_profile_$b" "$bin" "${paper[@]}" --pattern bpt --set k=64 --context 512 --batch 64 \
+      --dtype bfloat16 --steps 20 --log-every 10 --profile
+  done
+  # The same models with each step captured as a CUDA graph (SB_CUDA_GRAPHS=1; result.json says whether it was).
+  for run in quality_bpt4 quality_window9 quality_fp32 paper_dense paper_bpt64; do
+    case $run in
+      quality_bpt4) args=("${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 600 --log-every 200) ;;
+      quality_window9) args=("${quality[@]}" --pattern window --set w=9 --dtype bfloat16 --steps 600 --log-every 200) ;;
+      quality_fp32) args=("${quality[@]}" --pattern bpt --set k=4 --dtype float32 --steps 200 --log-every 1) ;;
+      paper_dense) args=("${paper[@]}" --pattern dense --attention dense --positions absolute --context 512 --batch 64
+                         --dtype bfloat16 --steps 60 --log-every 20) ;;
+      paper_bpt64) args=("${paper[@]}" --pattern bpt --set k=64 --context 512 --batch 64 --dtype bfloat16 --steps 40
+                         --log-every 20) ;;
+    esac
+    SB_CUDA_GRAPHS=1 train_run "${run}_graphs" "$sb" "${args[@]}"
+  done
+  # 500 kernels of the quality model after its first 6000 (past warm-up), each timed alone: where a CUDA step goes.
+  if command -v ncu >/dev/null; then
+    step ncu_train 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 6000 \
+      --launch-count 500 "$sb" train "${quiet[@]}" --out "$work/train/ncu" "${quality[@]}" --pattern bpt --set k=4 \
+      --dtype bfloat16 --steps 100 --log-every 50
+    rm -f "$work/train/ncu/checkpoint.pt"
+  fi
+  pack
 fi
 pack
 cat "$summary"

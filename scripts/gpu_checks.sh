@@ -8,7 +8,7 @@
 #   OUT_DIR receives gpu.tgz (everything, re-packed after each step, so a run cut short keeps what finished) and
 #   summary.txt. STEP: env tests sanitizer sweep fig7 flex ncu train (default: all, in that order); each step has its
 #   own time limit, which SB_GPU_SCALE multiplies (default 1, fractions allowed).
-#   train: the quality model and the paper's model trained for a few hundred steps in bf16 (tokens/s, --profile,
+#   train: the quality model and the paper's model trained for tens to hundreds of steps in bf16 (tokens/s, --profile,
 #   the top kernels of a step under ncu, fp32 losses against SB_BASELINE's); its data is SB_TRAIN_DATA (default
 #   BUILD_DIR/data/enwik8-head.bin, else ../shared/data/enwik8-head.bin).
 set -uo pipefail
@@ -131,17 +131,19 @@ if wants train; then
   }
   bins=(new)
   [ -n "${SB_BASELINE:-}" ] && bins+=(baseline)
+  # The baseline repeats the runs its figures are compared on (throughput and fp32 losses), not the profiles.
   for b in "${bins[@]}"; do
     bin=$sb
     [ "$b" = baseline ] && bin=$SB_BASELINE
-    train_run "quality_bpt4_$b" "$bin" "${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 600 --log-every 200
-    train_run "quality_window9_$b" "$bin" "${quality[@]}" --pattern window --set w=9 --dtype bfloat16 --steps 600 \
-      --log-every 200
+    train_run "quality_bpt4_$b" "$bin" "${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 400 --log-every 100
     train_run "quality_fp32_$b" "$bin" "${quality[@]}" --pattern bpt --set k=4 --dtype float32 --steps 200 --log-every 1
     train_run "paper_dense_$b" "$bin" "${paper[@]}" --pattern dense --attention dense --positions absolute \
       --context 512 --batch 64 --dtype bfloat16 --steps 60 --log-every 20
     train_run "paper_bpt64_$b" "$bin" "${paper[@]}" --pattern bpt --set k=64 --context 512 --batch 64 \
       --dtype bfloat16 --steps 40 --log-every 20
+    [ "$b" = baseline ] && continue
+    train_run "quality_window9_$b" "$bin" "${quality[@]}" --pattern window --set w=9 --dtype bfloat16 --steps 400 \
+      --log-every 100
     train_run "paper_bpt64_8192_$b" "$bin" "${paper[@]}" --pattern bpt --set k=64 --context 8192 --batch 4 \
       --dtype bfloat16 --steps 20 --log-every 10
     train_run "quality_profile_$b" "$bin" "${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 200 \
@@ -152,8 +154,8 @@ if wants train; then
   # The same models with each step captured as a CUDA graph (SB_CUDA_GRAPHS=1; result.json says whether it was).
   for run in quality_bpt4 quality_window9 quality_fp32 paper_dense paper_bpt64; do
     case $run in
-      quality_bpt4) args=("${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 600 --log-every 200) ;;
-      quality_window9) args=("${quality[@]}" --pattern window --set w=9 --dtype bfloat16 --steps 600 --log-every 200) ;;
+      quality_bpt4) args=("${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 400 --log-every 100) ;;
+      quality_window9) args=("${quality[@]}" --pattern window --set w=9 --dtype bfloat16 --steps 400 --log-every 100) ;;
       quality_fp32) args=("${quality[@]}" --pattern bpt --set k=4 --dtype float32 --steps 200 --log-every 1) ;;
       paper_dense) args=("${paper[@]}" --pattern dense --attention dense --positions absolute --context 512 --batch 64
                          --dtype bfloat16 --steps 60 --log-every 20) ;;
@@ -162,10 +164,10 @@ if wants train; then
     esac
     SB_CUDA_GRAPHS=1 train_run "${run}_graphs" "$sb" "${args[@]}"
   done
-  # 500 kernels of the quality model after its first 6000 (past warm-up), each timed alone: where a CUDA step goes.
+  # 300 kernels of the quality model after its first 6000 (past warm-up), each timed alone: where a CUDA step goes.
   if command -v ncu >/dev/null; then
     step ncu_train 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 6000 \
-      --launch-count 500 "$sb" train "${quiet[@]}" --out "$work/train/ncu" "${quality[@]}" --pattern bpt --set k=4 \
+      --launch-count 300 "$sb" train "${quiet[@]}" --out "$work/train/ncu" "${quality[@]}" --pattern bpt --set k=4 \
       --dtype bfloat16 --steps 100 --log-every 50
     rm -f "$work/train/ncu/checkpoint.pt"
   fi

@@ -19,7 +19,7 @@
 #include "common/hash.h"
 #include "common/limits.h"
 #include "common/text.h"
-#include "harness/dist/process_group.h"
+#include "harness/parallel/process_group.h"
 #include "kernels/gsa_cpu.h"
 #include "harness/lm/checkpoint.h"
 #include "harness/lm/data.h"
@@ -32,7 +32,7 @@
 #include "harness/measure/memory_tracker.h"
 #include "harness/measure/op_profile.h"
 #include "harness/measure/threads.h"
-#include "harness/scenario/run_config.h"
+#include "common/config_changes.h"
 
 namespace sb {
 

@@ -13,8 +13,7 @@
 #include "kernels/cpu/gsa_forward-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace sb {
-namespace HWY_NAMESPACE {
+namespace sb::HWY_NAMESPACE {
 namespace {
 
 template <typename T>
@@ -570,9 +569,7 @@ void dq_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t e1, 
 }
 
 }  // namespace
-// NOLINTNEXTLINE(google-readability-namespace-comments)
-}  // namespace HWY_NAMESPACE
-}  // namespace sb
+}  // namespace sb::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // SB_KERNELS_CPU_GSA_BACKWARD_DST_INL_H_ toggle

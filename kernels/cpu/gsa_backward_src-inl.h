@@ -13,8 +13,7 @@
 #include "kernels/cpu/gsa_backward_dst-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace sb {
-namespace HWY_NAMESPACE {
+namespace sb::HWY_NAMESPACE {
 namespace {
 
 // Destination rows of one segment of a source's transposed edges (padding as EdgeSeg).
@@ -287,9 +286,7 @@ void dkv_tile_pieces(const GsaParams& p, int64_t b, int n, const int64_t* u, con
 }
 
 }  // namespace
-// NOLINTNEXTLINE(google-readability-namespace-comments)
-}  // namespace HWY_NAMESPACE
-}  // namespace sb
+}  // namespace sb::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // SB_KERNELS_CPU_GSA_BACKWARD_SRC_INL_H_ toggle

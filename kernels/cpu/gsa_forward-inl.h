@@ -13,8 +13,7 @@
 #include "kernels/cpu/gsa_wide-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace sb {
-namespace HWY_NAMESPACE {
+namespace sb::HWY_NAMESPACE {
 namespace {
 
 template <typename T>
@@ -187,9 +186,7 @@ void forward_piece(const GsaParams& p, int64_t b, int64_t u, int64_t e0, int64_t
 }
 
 }  // namespace
-// NOLINTNEXTLINE(google-readability-namespace-comments)
-}  // namespace HWY_NAMESPACE
-}  // namespace sb
+}  // namespace sb::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // SB_KERNELS_CPU_GSA_FORWARD_INL_H_ toggle

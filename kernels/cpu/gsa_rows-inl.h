@@ -14,8 +14,7 @@
 #include "kernels/cpu/gsa_simd_helpers-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace sb {
-namespace HWY_NAMESPACE {
+namespace sb::HWY_NAMESPACE {
 namespace {
 
 template <typename T>
@@ -251,9 +250,7 @@ void forward_accumulate(const GsaParams& p, int64_t b, const RowGroup& grp, T* m
 }
 
 }  // namespace
-// NOLINTNEXTLINE(google-readability-namespace-comments)
-}  // namespace HWY_NAMESPACE
-}  // namespace sb
+}  // namespace sb::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // SB_KERNELS_CPU_GSA_ROWS_INL_H_ toggle

@@ -22,8 +22,7 @@
 #include <hwy/highway.h>
 
 HWY_BEFORE_NAMESPACE();
-namespace sb {
-namespace HWY_NAMESPACE {
+namespace sb::HWY_NAMESPACE {
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
@@ -298,9 +297,7 @@ HWY_INLINE T dot(D d, const T* a, const T* b, int64_t len) {
 }
 
 }  // namespace
-// NOLINTNEXTLINE(google-readability-namespace-comments)
-}  // namespace HWY_NAMESPACE
-}  // namespace sb
+}  // namespace sb::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // SB_KERNELS_CPU_GSA_SIMD_HELPERS_INL_H_ toggle

@@ -1,4 +1,4 @@
-// 4-row register tiles over the union of a group's sources: the union walk, relation terms (one table or by column), forward_tile.
+// 4-row register tiles over the union of a group's sources: the union walk, relation terms, forward_tile.
 // A part of the CPU cores (kernels/gsa_cpu_simd.cpp), compiled once per SIMD target: Highway includes it
 // inside foreach_target's loop, so its guard toggles with HWY_TARGET_TOGGLE instead of blocking a second pass.
 
@@ -13,8 +13,7 @@
 #include "kernels/cpu/gsa_rows-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace sb {
-namespace HWY_NAMESPACE {
+namespace sb::HWY_NAMESPACE {
 namespace {
 
 // Forward of rows that share most of their sources (window rows, bigbird blocks), as a register tile: the
@@ -571,9 +570,7 @@ bool forward_tile(const GsaParams& p, int64_t b, const RowGroup& grp, int64_t un
 }
 
 }  // namespace
-// NOLINTNEXTLINE(google-readability-namespace-comments)
-}  // namespace HWY_NAMESPACE
-}  // namespace sb
+}  // namespace sb::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // SB_KERNELS_CPU_GSA_TILES_INL_H_ toggle

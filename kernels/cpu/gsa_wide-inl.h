@@ -13,8 +13,7 @@
 #include "kernels/cpu/gsa_tiles-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace sb {
-namespace HWY_NAMESPACE {
+namespace sb::HWY_NAMESPACE {
 namespace {
 
 #if !(HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR)
@@ -468,9 +467,7 @@ bool forward_short(const GsaParams& p, int64_t b, const RowGroup& grp, T* m, T* 
 }
 
 }  // namespace
-// NOLINTNEXTLINE(google-readability-namespace-comments)
-}  // namespace HWY_NAMESPACE
-}  // namespace sb
+}  // namespace sb::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // SB_KERNELS_CPU_GSA_WIDE_INL_H_ toggle

@@ -36,36 +36,32 @@ __global__ void dq_kernel(GsaParams p, typename GsaAcc<T>::type* edge_ds, typena
   Task t;
   if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
-  const int lane = threadIdx.x % kWarp;
-  const T* k = static_cast<const T*>(p.k);
-  const T* v = static_cast<const T*>(p.v);
-  const T* rel_emb = static_cast<const T*>(p.rel_emb);
-  const A scale = static_cast<A>(p.scale);
+  const Arrays<T> in(p);
   const int64_t row = (b * p.N + u) * p.H + h;
-  const A lse = static_cast<const A*>(p.lse)[row];
-  const A delta = static_cast<const A*>(p.delta)[row];
+  const A lse = in.lse[row];
+  const A delta = in.delta[row];
   A qr[P], d_o[P], dq[P];
-  load_row<P>(qr, static_cast<const T*>(p.q) + offset(p.q_strides, b, u, h), p.D, lane);
-  load_row<P>(d_o, static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, u, h), p.D, lane);
+  load_row<P>(qr, in.q + offset(p.q_strides, b, u, h), p.D, t.lane);
+  load_row<P>(d_o, in.d_o + offset(p.d_o_strides, b, u, h), p.D, t.lane);
 #pragma unroll
   for (int i = 0; i < P; ++i) dq[i] = 0;
   for (int64_t e = t.e0; e < t.e1; ++e) {
     const int64_t src = p.graph.col[e];
-    const T* r = rel_emb != nullptr ? rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
-    const T* k_src = k + offset(p.k_strides, b, src, h);
-    const A pr = gsa_prob(edge_score<P>(qr, k_src, r, p.D, lane, scale), lse);
-    const A ds = gsa_dscore(pr, warp_dot<P>(d_o, v + offset(p.v_strides, b, src, h), p.D, lane), delta);
+    const T* r = in.rel_emb != nullptr ? in.rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
+    const T* k_src = in.k + offset(p.k_strides, b, src, h);
+    const A pr = gsa_prob(edge_score<P>(qr, k_src, r, p.D, t.lane, in.scale), lse);
+    const A ds = gsa_dscore(pr, warp_dot<P>(d_o, in.v + offset(p.v_strides, b, src, h), p.D, t.lane), delta);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const int64_t d = lane + kWarp * i;
+      const int64_t d = t.lane + kWarp * i;
       if (d < p.D) dq[i] += ds * (load(k_src + d) + (r != nullptr ? load(r + d) : A(0)));
     }
-    if (edge_ds != nullptr && lane == 0) edge_ds[(b * p.graph.n_edges + e) * p.H + h] = ds;
+    if (edge_ds != nullptr && t.lane == 0) edge_ds[(b * p.graph.n_edges + e) * p.H + h] = ds;
   }
   if (t.piece >= 0) {
-    store_row<P>(dq_pieces + ((t.piece * p.B + b) * p.H + h) * p.D, dq, A(1), p.D, lane);
+    store_row<P>(dq_pieces + ((t.piece * p.B + b) * p.H + h) * p.D, dq, A(1), p.D, t.lane);
   } else {
-    store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h), dq, scale, p.D, lane);
+    store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h), dq, in.scale, p.D, t.lane);
   }
 }
 
@@ -77,31 +73,25 @@ __global__ void dkv_kernel(GsaParams p, typename GsaAcc<T>::type* dkv_pieces) {
   Task t;
   if (!scheduled_task(p, p.graph.srcs, p.graph.t_row_ptr, t)) return;
   const int64_t b = t.b, src = t.u, h = t.h;
-  const int lane = threadIdx.x % kWarp;
-  const T* q = static_cast<const T*>(p.q);
-  const T* d_o = static_cast<const T*>(p.d_o);
-  const T* rel_emb = static_cast<const T*>(p.rel_emb);
-  const A* lse = static_cast<const A*>(p.lse);
-  const A* delta = static_cast<const A*>(p.delta);
-  const A scale = static_cast<A>(p.scale);
-  const T* k_src = static_cast<const T*>(p.k) + offset(p.k_strides, b, src, h);
+  const Arrays<T> in(p);
+  const T* k_src = in.k + offset(p.k_strides, b, src, h);
   A vr[P], dk[P], dv[P];
-  load_row<P>(vr, static_cast<const T*>(p.v) + offset(p.v_strides, b, src, h), p.D, lane);
+  load_row<P>(vr, in.v + offset(p.v_strides, b, src, h), p.D, t.lane);
 #pragma unroll
   for (int i = 0; i < P; ++i) dk[i] = dv[i] = 0;
   for (int64_t j = t.e0; j < t.e1; ++j) {
     const int64_t u = p.graph.t_col[j];
     const int64_t e = p.graph.t_edge[j];
     const int64_t row = (b * p.N + u) * p.H + h;
-    const T* r = rel_emb != nullptr ? rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
+    const T* r = in.rel_emb != nullptr ? in.rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
     A qu[P], dou[P];
-    load_row<P>(qu, q + offset(p.q_strides, b, u, h), p.D, lane);
-    load_row<P>(dou, d_o + offset(p.d_o_strides, b, u, h), p.D, lane);
-    const A pr = gsa_prob(edge_score<P>(qu, k_src, r, p.D, lane, scale), lse[row]);
+    load_row<P>(qu, in.q + offset(p.q_strides, b, u, h), p.D, t.lane);
+    load_row<P>(dou, in.d_o + offset(p.d_o_strides, b, u, h), p.D, t.lane);
+    const A pr = gsa_prob(edge_score<P>(qu, k_src, r, p.D, t.lane, in.scale), in.lse[row]);
     A dp_part = 0;
 #pragma unroll
     for (int i = 0; i < P; ++i) dp_part += dou[i] * vr[i];
-    const A ds = gsa_dscore(pr, warp_sum(dp_part), delta[row]);
+    const A ds = gsa_dscore(pr, warp_sum(dp_part), in.delta[row]);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       dk[i] += ds * qu[i];
@@ -110,11 +100,11 @@ __global__ void dkv_kernel(GsaParams p, typename GsaAcc<T>::type* dkv_pieces) {
   }
   if (t.piece >= 0) {
     A* out = dkv_pieces + ((t.piece * p.B + b) * p.H + h) * 2 * p.D;
-    store_row<P>(out, dk, A(1), p.D, lane);
-    store_row<P>(out + p.D, dv, A(1), p.D, lane);
+    store_row<P>(out, dk, A(1), p.D, t.lane);
+    store_row<P>(out + p.D, dv, A(1), p.D, t.lane);
   } else {
-    store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h), dk, scale, p.D, lane);
-    store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h), dv, A(1), p.D, lane);
+    store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h), dk, in.scale, p.D, t.lane);
+    store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h), dv, A(1), p.D, t.lane);
   }
 }
 
@@ -137,32 +127,31 @@ template <int P, typename T>
 __global__ void dq_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dq_pieces) {
   using A = typename GsaAcc<T>::type;
   const GsaScheduleView& s = p.graph.rows;
-  int64_t i, b, h;
-  if (!merge_task(p, s, i, b, h)) return;
-  const int lane = threadIdx.x % kWarp;
-  const int64_t c0 = s.piece_ptr[i];
+  MergeTask mt;
+  if (!merge_task(p, s, mt)) return;
+  const int64_t c0 = s.piece_ptr[mt.i];
   A dq[P];
-  sum_pieces<P>(dq, dq_pieces + ((c0 * p.B + b) * p.H + h) * p.D, s.piece_ptr[i + 1] - c0, p.B * p.H * p.D, p.D,
-                lane);
-  store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, s.split_rows[i], h), dq, static_cast<A>(p.scale), p.D,
-               lane);
+  sum_pieces<P>(dq, dq_pieces + ((c0 * p.B + mt.b) * p.H + mt.h) * p.D, s.piece_ptr[mt.i + 1] - c0, p.B * p.H * p.D,
+                p.D, mt.lane);
+  store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, mt.b, s.split_rows[mt.i], mt.h), dq,
+               static_cast<A>(p.scale), p.D, mt.lane);
 }
 
 template <int P, typename T>
 __global__ void dkv_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dkv_pieces) {
   using A = typename GsaAcc<T>::type;
   const GsaScheduleView& s = p.graph.srcs;
-  int64_t i, b, h;
-  if (!merge_task(p, s, i, b, h)) return;
-  const int lane = threadIdx.x % kWarp;
-  const int64_t c0 = s.piece_ptr[i], n = s.piece_ptr[i + 1] - c0, stride = p.B * p.H * 2 * p.D;
-  const A* first = dkv_pieces + ((c0 * p.B + b) * p.H + h) * 2 * p.D;
+  MergeTask mt;
+  if (!merge_task(p, s, mt)) return;
+  const int64_t c0 = s.piece_ptr[mt.i], n = s.piece_ptr[mt.i + 1] - c0, stride = p.B * p.H * 2 * p.D;
+  const A* first = dkv_pieces + ((c0 * p.B + mt.b) * p.H + mt.h) * 2 * p.D;
   A dk[P], dv[P];
-  sum_pieces<P>(dk, first, n, stride, p.D, lane);
-  sum_pieces<P>(dv, first + p.D, n, stride, p.D, lane);
-  const int64_t src = s.split_rows[i];
-  store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h), dk, static_cast<A>(p.scale), p.D, lane);
-  store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h), dv, A(1), p.D, lane);
+  sum_pieces<P>(dk, first, n, stride, p.D, mt.lane);
+  sum_pieces<P>(dv, first + p.D, n, stride, p.D, mt.lane);
+  const int64_t src = s.split_rows[mt.i];
+  store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, mt.b, src, mt.h), dk, static_cast<A>(p.scale), p.D,
+               mt.lane);
+  store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, mt.b, src, mt.h), dv, A(1), p.D, mt.lane);
 }
 
 template <int L, typename T>
@@ -171,16 +160,16 @@ __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
   Task t;
   if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
-  const int lane = threadIdx.x % kWarp, g = lane / L, d0 = (lane % L) * V;
-  const T* k = static_cast<const T*>(p.k) + offset(p.k_strides, b, 0, h);
-  const T* v = static_cast<const T*>(p.v) + offset(p.v_strides, b, 0, h) + d0;
-  const float scale = static_cast<float>(p.scale);
+  const Arrays<T> in(p);
   const int64_t row = (b * p.N + u) * p.H + h;
-  const float lse = static_cast<const float*>(p.lse)[row];
-  const float delta = static_cast<const float*>(p.delta)[row];
+  const float lse = in.lse[row];
+  const float delta = in.delta[row];
+  const int lane = t.lane, g = lane / L, d0 = (lane % L) * V;
+  const T* k = in.k + offset(p.k_strides, b, 0, h);
+  const T* v = in.v + offset(p.v_strides, b, 0, h) + d0;
   float qr[V], d_o[V], dq[V];
-  load_vec<T>(qr, static_cast<const T*>(p.q) + offset(p.q_strides, b, u, h) + d0);
-  load_vec<T>(d_o, static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, u, h) + d0);
+  load_vec<T>(qr, in.q + offset(p.q_strides, b, u, h) + d0);
+  load_vec<T>(d_o, in.d_o + offset(p.d_o_strides, b, u, h) + d0);
 #pragma unroll
   for (int i = 0; i < V; ++i) dq[i] = 0;
   for (int64_t base = t.e0; base < t.e1; base += G * U) {
@@ -199,15 +188,11 @@ __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
       score[j] = dot(qr, kr[j]);
       dp[j] = dot(d_o, vr[j]);
     }
-#pragma unroll
-    for (int j = 0; j < U; ++j) {
-      score[j] = group_sum<L>(score[j]);
-      dp[j] = group_sum<L>(dp[j]);
-    }
+    group_sums<L, U>(score, dp);
 #pragma unroll
     for (int j = 0; j < U; ++j) {
       if (!valid[j]) continue;
-      const float ds = gsa_dscore(gsa_prob(score[j] * scale, lse), dp[j], delta);
+      const float ds = gsa_dscore(gsa_prob(score[j] * in.scale, lse), dp[j], delta);
 #pragma unroll
       for (int i = 0; i < V; ++i) dq[i] += ds * kr[j][i];
       if (edge_ds != nullptr && lane % L == 0) edge_ds[(b * p.graph.n_edges + e[j]) * p.H + h] = ds;
@@ -220,7 +205,7 @@ __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
 #pragma unroll
     for (int i = 0; i < V; ++i) out[i] = dq[i];
   } else {
-    store_vec<T>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h) + d0, dq, scale);
+    store_vec<T>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h) + d0, dq, in.scale);
   }
 }
 
@@ -230,15 +215,13 @@ __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
   Task t;
   if (!scheduled_task(p, p.graph.srcs, p.graph.t_row_ptr, t)) return;
   const int64_t b = t.b, src = t.u, h = t.h;
-  const int lane = threadIdx.x % kWarp, g = lane / L, d0 = (lane % L) * V;
-  const T* q = static_cast<const T*>(p.q) + offset(p.q_strides, b, 0, h) + d0;
-  const T* d_o = static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, 0, h) + d0;
-  const float* lse = static_cast<const float*>(p.lse);
-  const float* delta = static_cast<const float*>(p.delta);
-  const float scale = static_cast<float>(p.scale);
-  const T* k_src = static_cast<const T*>(p.k) + offset(p.k_strides, b, src, h);
+  const Arrays<T> in(p);
+  const int lane = t.lane, g = lane / L, d0 = (lane % L) * V;
+  const T* q = in.q + offset(p.q_strides, b, 0, h) + d0;
+  const T* d_o = in.d_o + offset(p.d_o_strides, b, 0, h) + d0;
+  const T* k_src = in.k + offset(p.k_strides, b, src, h);
   float vr[V], dk[V], dv[V];
-  load_vec<T>(vr, static_cast<const T*>(p.v) + offset(p.v_strides, b, src, h) + d0);
+  load_vec<T>(vr, in.v + offset(p.v_strides, b, src, h) + d0);
 #pragma unroll
   for (int i = 0; i < V; ++i) dk[i] = dv[i] = 0;
   for (int64_t base = t.e0; base < t.e1; base += G * U) {
@@ -249,8 +232,8 @@ __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
       const int64_t i_edge = step_edge<G>(base, g, j, t.e1, valid[j]);
       const int64_t u = p.graph.t_col[i_edge];
       const int64_t row = (b * p.N + u) * p.H + h;
-      row_lse[j] = lse[row];
-      row_delta[j] = delta[row];
+      row_lse[j] = in.lse[row];
+      row_delta[j] = in.delta[row];
       key_slice<T>(kr[j], p, k_src, p.graph.t_edge[i_edge], d0);
       load_vec<T>(qu[j], q + u * p.q_strides.node);
       load_vec<T>(dou[j], d_o + u * p.d_o_strides.node);
@@ -260,15 +243,11 @@ __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
       score[j] = dot(qu[j], kr[j]);
       dp[j] = dot(dou[j], vr);
     }
-#pragma unroll
-    for (int j = 0; j < U; ++j) {
-      score[j] = group_sum<L>(score[j]);
-      dp[j] = group_sum<L>(dp[j]);
-    }
+    group_sums<L, U>(score, dp);
 #pragma unroll
     for (int j = 0; j < U; ++j) {
       if (!valid[j]) continue;
-      const float pr = gsa_prob(score[j] * scale, row_lse[j]);
+      const float pr = gsa_prob(score[j] * in.scale, row_lse[j]);
       const float ds = gsa_dscore(pr, dp[j], row_delta[j]);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
@@ -288,7 +267,7 @@ __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
       out[p.D + i] = dv[i];
     }
   } else {
-    store_vec<T>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h) + d0, dk, scale);
+    store_vec<T>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h) + d0, dk, in.scale);
     store_vec<T>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h) + d0, dv, 1.0f);
   }
 }
@@ -399,11 +378,6 @@ void backward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels ker
   }
 }
 
-template <int P, typename T>
-struct Backward {
-  static void run(const GsaParams& p, cudaStream_t s, GsaCudaKernels k) { backward_launch<P, T>(p, s, k); }
-};
-
 }  // namespace
 }  // namespace gsa_cuda
 
@@ -419,7 +393,10 @@ void gsa_backward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels)
     throw Error("graph_attention backward on CUDA: needs a workspace of gsa_cuda_workspace_bytes (and the "
                 "relation grouping with rel_emb)");
   }
-  gsa_cuda::dispatch<gsa_cuda::Backward>(p, static_cast<cudaStream_t>(stream), kernels);
+  gsa_cuda::dispatch(p, [&](auto per_lane, auto type) {
+    gsa_cuda::backward_launch<decltype(per_lane)::value, typename decltype(type)::type>(
+        p, static_cast<cudaStream_t>(stream), kernels);
+  });
 }
 
 }  // namespace sb

@@ -60,6 +60,26 @@ __device__ __forceinline__ bool warp_task(const GsaParams& p, int64_t& b, int64_
 // batch b and head h; piece >= 0 when they are one piece of a split row.
 struct Task {
   int64_t b, u, h, e0, e1, piece;
+  int lane;  // this thread's lane in the warp
+};
+
+// p's arrays as the kernels read them, cast once: q, k, v, rel_emb and d_o in the element type T, lse and delta in
+// the accumulation type, and the softmax scale.
+template <typename T>
+struct Arrays {
+  using A = typename GsaAcc<T>::type;
+  const T* q;
+  const T* k;
+  const T* v;
+  const T* rel_emb;
+  const T* d_o;
+  const A* lse;
+  const A* delta;
+  A scale;
+  __device__ __forceinline__ explicit Arrays(const GsaParams& p)
+      : q(static_cast<const T*>(p.q)), k(static_cast<const T*>(p.k)), v(static_cast<const T*>(p.v)),
+        rel_emb(static_cast<const T*>(p.rel_emb)), d_o(static_cast<const T*>(p.d_o)),
+        lse(static_cast<const A*>(p.lse)), delta(static_cast<const A*>(p.delta)), scale(static_cast<A>(p.scale)) {}
 };
 
 // Warps [0, n_pieces B H) take the pieces (the longest items, so they start first), then the unsplit rows
@@ -67,6 +87,7 @@ struct Task {
 __device__ __forceinline__ bool scheduled_task(const GsaParams& p, const GsaScheduleView& s, const int64_t* ptr,
                                                Task& t) {
   const int64_t w = global_warp();
+  t.lane = threadIdx.x % kWarp;
   const bool scheduled = s.order != nullptr;
   const int64_t piece_tasks = scheduled ? s.n_pieces * p.B * p.H : 0;
   const int64_t rows = scheduled ? s.n_order : p.N;
@@ -91,13 +112,17 @@ __device__ __forceinline__ bool scheduled_task(const GsaParams& p, const GsaSche
 }
 
 // The (split row i, b, h) a merge warp works on; false past the end.
-__device__ __forceinline__ bool merge_task(const GsaParams& p, const GsaScheduleView& s, int64_t& i, int64_t& b,
-                                           int64_t& h) {
+struct MergeTask {
+  int64_t i, b, h;
+  int lane;  // this thread's lane in the warp
+};
+__device__ __forceinline__ bool merge_task(const GsaParams& p, const GsaScheduleView& s, MergeTask& t) {
   const int64_t w = global_warp();
+  t.lane = threadIdx.x % kWarp;
   if (w >= s.n_split * p.B * p.H) return false;
-  h = w % p.H;
-  b = (w / p.H) % p.B;
-  i = w / (p.H * p.B);
+  t.h = w % p.H;
+  t.b = (w / p.H) % p.B;
+  t.i = w / (p.H * p.B);
   return true;
 }
 
@@ -209,6 +234,15 @@ template <int L> __device__ __forceinline__ float group_sum(float x) {
   return x;
 }
 
+// The score and dP dots of a step's U edges, each summed over the L lanes of its group.
+template <int L, int U> __device__ __forceinline__ void group_sums(float (&score)[U], float (&dp)[U]) {
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    score[j] = group_sum<L>(score[j]);
+    dp[j] = group_sum<L>(dp[j]);
+  }
+}
+
 // Sum over the G groups of the values each lane holds for its slice of D: afterwards every lane holds the sum.
 template <int L, int V> __device__ __forceinline__ void across_groups(float (&x)[V]) {
 #pragma unroll
@@ -316,20 +350,25 @@ bool with_lanes(int lanes, F&& f) {
   }
 }
 
-// Calls F<P, T> with P = values per lane for p.D and T the element type.
-template <template <int, typename> class F>
-void dispatch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels kernels) {
+// A type as a value, for the generic lambdas dispatch calls: decltype(tag)::type.
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls launch(std::integral_constant<int, P>, TypeTag<T>) with P = values per lane for p.D and T the element type.
+template <class F>
+void dispatch(const GsaParams& p, F&& launch) {
   if (p.D > kGsaCudaMaxD || p.D < 1) {
     throw Error("graph_attention on CUDA: head dimension D = " + std::to_string(p.D) + " not supported (1 to " +
                 std::to_string(kGsaCudaMaxD) + ")");
   }
   auto by_dtype = [&](auto per_lane) {
-    constexpr int P = decltype(per_lane)::value;
     switch (p.dtype) {
-      case GsaDtype::f32: F<P, float>::run(p, stream, kernels); break;
-      case GsaDtype::f64: F<P, double>::run(p, stream, kernels); break;
-      case GsaDtype::f16: F<P, __half>::run(p, stream, kernels); break;
-      case GsaDtype::bf16: F<P, __nv_bfloat16>::run(p, stream, kernels); break;
+      case GsaDtype::f32: launch(per_lane, TypeTag<float>{}); break;
+      case GsaDtype::f64: launch(per_lane, TypeTag<double>{}); break;
+      case GsaDtype::f16: launch(per_lane, TypeTag<__half>{}); break;
+      case GsaDtype::bf16: launch(per_lane, TypeTag<__nv_bfloat16>{}); break;
     }
   };
   if (p.D <= 32) {

@@ -18,35 +18,31 @@ __global__ void forward_kernel(GsaParams p, typename GsaAcc<T>::type* pieces) {
   Task t;
   if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
-  const int lane = threadIdx.x % kWarp;
-  const T* q = static_cast<const T*>(p.q);
-  const T* k = static_cast<const T*>(p.k);
-  const T* v = static_cast<const T*>(p.v);
-  const T* rel_emb = static_cast<const T*>(p.rel_emb);
-  const A scale = static_cast<A>(p.scale);
+  const Arrays<T> in(p);
   A qr[P], acc[P];
-  load_row<P>(qr, q + offset(p.q_strides, b, u, h), p.D, lane);
+  load_row<P>(qr, in.q + offset(p.q_strides, b, u, h), p.D, t.lane);
 #pragma unroll
   for (int i = 0; i < P; ++i) acc[i] = 0;
   GsaSoftmaxState<A> st = gsa_softmax_init<A>();
   for (int64_t e = t.e0; e < t.e1; ++e) {
     const int64_t src = p.graph.col[e];
-    const T* r = rel_emb != nullptr ? rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
-    const GsaPush<A> f = gsa_push(st, edge_score<P>(qr, k + offset(p.k_strides, b, src, h), r, p.D, lane, scale));
-    const T* v_src = v + offset(p.v_strides, b, src, h);
+    const T* r = in.rel_emb != nullptr ? in.rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
+    const A score = edge_score<P>(qr, in.k + offset(p.k_strides, b, src, h), r, p.D, t.lane, in.scale);
+    const GsaPush<A> f = gsa_push(st, score);
+    const T* v_src = in.v + offset(p.v_strides, b, src, h);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const int64_t d = lane + kWarp * i;
+      const int64_t d = t.lane + kWarp * i;
       acc[i] = acc[i] * f.alpha + (d < p.D ? f.weight * load(v_src + d) : A(0));
     }
   }
   if (t.piece < 0) {
-    finish_row<P, T>(p, b, u, h, st, acc, lane);
+    finish_row<P, T>(p, b, u, h, st, acc, t.lane);
     return;
   }
   A* out = pieces + ((t.piece * p.B + b) * p.H + h) * (p.D + 2);
-  store_row<P>(out, acc, A(1), p.D, lane);
-  if (lane == 0) {
+  store_row<P>(out, acc, A(1), p.D, t.lane);
+  if (t.lane == 0) {
     out[p.D] = st.m;
     out[p.D + 1] = st.l;
   }
@@ -57,12 +53,11 @@ template <int P, typename T>
 __global__ void forward_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* pieces) {
   using A = typename GsaAcc<T>::type;
   const GsaScheduleView& s = p.graph.rows;
-  int64_t i, b, h;
-  if (!merge_task(p, s, i, b, h)) return;
-  const int lane = threadIdx.x % kWarp;
-  const int64_t u = s.split_rows[i], c0 = s.piece_ptr[i], c1 = s.piece_ptr[i + 1];
+  MergeTask mt;
+  if (!merge_task(p, s, mt)) return;
+  const int64_t u = s.split_rows[mt.i], c0 = s.piece_ptr[mt.i], c1 = s.piece_ptr[mt.i + 1];
   const int64_t stride = p.B * p.H * (p.D + 2);
-  const A* first = pieces + (c0 * p.B * p.H + b * p.H + h) * (p.D + 2);
+  const A* first = pieces + (c0 * p.B * p.H + mt.b * p.H + mt.h) * (p.D + 2);
   GsaSoftmaxState<A> st = gsa_softmax_init<A>();
   for (int64_t c = 0; c < c1 - c0; ++c) {
     const A m = first[c * stride + p.D];
@@ -77,11 +72,11 @@ __global__ void forward_merge_kernel(GsaParams p, const typename GsaAcc<T>::type
     st.l += alpha * pc[p.D + 1];
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-      const int64_t d = lane + kWarp * k;
+      const int64_t d = mt.lane + kWarp * k;
       if (d < p.D) acc[k] += alpha * pc[d];
     }
   }
-  finish_row<P, T>(p, b, u, h, st, acc, lane);
+  finish_row<P, T>(p, mt.b, u, mt.h, st, acc, mt.lane);
 }
 
 template <int L, typename T>
@@ -90,12 +85,12 @@ __global__ void forward_group_kernel(GsaParams p, float* pieces) {
   Task t;
   if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
-  const int lane = threadIdx.x % kWarp, g = lane / L, d0 = (lane % L) * V;
-  const T* k = static_cast<const T*>(p.k) + offset(p.k_strides, b, 0, h);
-  const T* v = static_cast<const T*>(p.v) + offset(p.v_strides, b, 0, h) + d0;
-  const float scale = static_cast<float>(p.scale);
+  const Arrays<T> in(p);
+  const int lane = t.lane, g = lane / L, d0 = (lane % L) * V;
+  const T* k = in.k + offset(p.k_strides, b, 0, h);
+  const T* v = in.v + offset(p.v_strides, b, 0, h) + d0;
   float qr[V], acc[V];
-  load_vec<T>(qr, static_cast<const T*>(p.q) + offset(p.q_strides, b, u, h) + d0);
+  load_vec<T>(qr, in.q + offset(p.q_strides, b, u, h) + d0);
 #pragma unroll
   for (int i = 0; i < V; ++i) acc[i] = 0;
   GsaSoftmaxState<float> st = gsa_softmax_init<float>();
@@ -112,7 +107,7 @@ __global__ void forward_group_kernel(GsaParams p, float* pieces) {
 #pragma unroll
     for (int j = 0; j < U; ++j) s[j] = dot(qr, kr[j]);
 #pragma unroll
-    for (int j = 0; j < U; ++j) s[j] = group_sum<L>(s[j]) * scale;
+    for (int j = 0; j < U; ++j) s[j] = group_sum<L>(s[j]) * in.scale;
     float w[U];
     const float alpha = gsa_push_block<U>(st, s, valid, w);
 #pragma unroll
@@ -164,11 +159,6 @@ void forward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels kern
   }
 }
 
-template <int P, typename T>
-struct Forward {
-  static void run(const GsaParams& p, cudaStream_t s, GsaCudaKernels k) { forward_launch<P, T>(p, s, k); }
-};
-
 }  // namespace
 }  // namespace gsa_cuda
 
@@ -183,7 +173,10 @@ void gsa_forward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels) 
     throw Error("graph_attention forward on CUDA: a graph with split rows needs a workspace of "
                 "gsa_cuda_forward_workspace_bytes");
   }
-  gsa_cuda::dispatch<gsa_cuda::Forward>(p, static_cast<cudaStream_t>(stream), kernels);
+  gsa_cuda::dispatch(p, [&](auto per_lane, auto type) {
+    gsa_cuda::forward_launch<decltype(per_lane)::value, typename decltype(type)::type>(
+        p, static_cast<cudaStream_t>(stream), kernels);
+  });
 }
 
 int gsa_cuda_device_count() {

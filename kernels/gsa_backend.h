@@ -1,9 +1,10 @@
 // GsaBackend: one implementation of the graph-attention kernels (a CPU SIMD target, CUDA) behind one
 // interface, and the registry of every backend this build and machine offer. Plain C++, no LibTorch.
-// Adding a backend: a GsaBackend subclass and one line in gsa_backends() (kernels/gsa_backend.cpp).
+// Adding a backend: a GsaBackend subclass and a GsaBackendRegistrar in its own file (see gsa_cpu_backend.cpp).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,24 @@ class GsaBackend {
   // of backward_workspace(p).
   virtual void forward(const GsaParams& p, void* stream) const = 0;
   virtual void backward(const GsaParams& p, void* stream) const = 0;
+};
+
+// Backends register themselves from their own files: a GsaBackendRegistrar at namespace scope there names a factory
+// of the file's backends, called once when gsa_backends() is first asked. A static library drops an object nothing
+// refers to, so each such file also defines an extern "C" function that kernels/CMakeLists.txt keeps with
+// LINKER:--undefined. Inline, so a backend library needs nothing from the registry's object to register.
+using GsaBackendFactory = std::vector<std::unique_ptr<GsaBackend>> (*)();
+enum class GsaBackendRank : uint8_t { cpu, cuda };  // the order of gsa_backends(): CPU first
+struct GsaBackendEntry {
+  GsaBackendRank rank;
+  GsaBackendFactory make;
+};
+inline std::vector<GsaBackendEntry>& gsa_backend_factories() {
+  static std::vector<GsaBackendEntry> factories;
+  return factories;
+}
+struct GsaBackendRegistrar {
+  GsaBackendRegistrar(GsaBackendRank rank, GsaBackendFactory make) { gsa_backend_factories().push_back({rank, make}); }
 };
 
 // Every backend of this build and machine: one per CPU target (best first), then CUDA when built.

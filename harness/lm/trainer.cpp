@@ -20,7 +20,7 @@
 #include "common/hash.h"
 #include "common/limits.h"
 #include "common/text.h"
-#include "harness/dist/process_group.h"
+#include "harness/parallel/process_group.h"
 #include "kernels/gsa_cpu.h"
 #include "harness/lm/checkpoint.h"
 #include "harness/lm/data.h"
@@ -35,7 +35,7 @@
 #include "harness/lm/captured_step.h"
 #include "harness/lm/optimizer.h"
 #include "harness/measure/threads.h"
-#include "harness/scenario/run_config.h"
+#include "common/config_changes.h"
 
 namespace sb {
 

@@ -101,7 +101,7 @@ void AdamWStepper::fused_step(const torch::Tensor* lr) {
       auto& st = static_cast<torch::optim::AdamWParamState&>(*slot);
       torch::Tensor& count = step_counts_[p.unsafeGetTensorImpl()];
       if (!count.defined()) count = torch::full({}, static_cast<double>(st.step()), p.options().dtype(torch::kFloat32));
-      st.step(st.step() + 1);  // the kernel increments `count` on the device
+      st.step(st.step() + 1);  // and `count` below, on the device
       ps.push_back(p);
       grads.push_back(p.grad());
       exp_avgs.push_back(st.exp_avg());
@@ -110,6 +110,7 @@ void AdamWStepper::fused_step(const torch::Tensor* lr) {
       steps.push_back(count);
     }
     if (ps.empty()) continue;
+    at::_foreach_add_(steps, 1);  // the kernel reads the step it takes; it does not count (as torch.optim's caller does)
     if (lr) {
       at::_fused_adamw_(ps, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, *lr, std::get<0>(o.betas()),
                         std::get<1>(o.betas()), o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);

@@ -16,7 +16,8 @@ torch::Tensor clip_grad_norm_no_sync(const std::vector<torch::Tensor>& params, d
 
 // AdamW's step over the optimizer's own parameter groups and state, so checkpoints are the same either way:
 // - "fused": LibTorch's _fused_adamw_ (LibTorch >= 2.x: one kernel over a group's tensors on CUDA, vectorised on
-//   the CPU), step counts kept as float32 tensors on the parameters' device and mirrored in the state's integers;
+//   the CPU), step counts kept as float32 tensors on the parameters' device (advanced before the kernel, as
+//   torch.optim does) and mirrored in the state's integers;
 // - "per_parameter": torch::optim::AdamW::step(), a handful of operators per parameter (the only one in 1.13).
 // The choice: `impl`, else the SB_OPTIMIZER environment variable, else "auto" (fused where available).
 class AdamWStepper {

@@ -263,8 +263,8 @@ def plot_flops_bpc(groups, records, out_dir, written):
         if v:
             flops[seed_groups.config_of(r)] = v
     groups = [g for g in groups if g["metric"] and g["config_id"] in flops and g["degree"]]
-    if len(groups) < 2:
-        return
+    if not any(len({g["pattern"] for g in groups if g["length"] == n}) > 1 for n in {g["length"] for g in groups}):
+        return  # drawn where patterns meet at one context (Figure 5), not for one pattern over contexts
     lines = defaultdict(list)
     for g in groups:
         lines[(str(g["pattern"]), g["length"])].append(g)

@@ -287,15 +287,18 @@ def plot_task_distance(tgroups, out_dir, written):
     if not panels_of:
         return
     keys = sorted(panels_of, key=lambda k: (str(k[0]), k[1] or 0))
+    patterns = sorted({str(g["pattern"]) for gs in panels_of.values() for g in gs})
     fig, axes = panels(len(keys))
     for ax, key in zip(axes, keys):
         gs = panels_of[key]
         chance = gs[0]["chance"]
         ax.axhline(chance, color="0.3", ls="--", lw=1, label="chance")
-        band = 0.06 / max(1, len(gs))
-        for i, g in enumerate(gs):
+        band = 0.06 / max(1, len(patterns))
+        for g in gs:
+            i = patterns.index(str(g["pattern"]))  # one colour, marker and band row per pattern in every panel
+            ax.set_prop_cycle(color=[plt.get_cmap("tab10").colors[i % 10]])
             xs = [math.sqrt(b["lo"] * b["hi"]) for b in g["buckets"]]
-            colour = draw_means(ax, xs, [b["accuracy"] for b in g["buckets"]], g["label"], "os^vDP"[i % 6])
+            colour = draw_means(ax, xs, [b["accuracy"] for b in g["buckets"]], str(g["pattern"]), "os^vDP"[i % 6])
             # A band under the curves: where this pattern's graph reaches no sampled query within its layers.
             for b in g["buckets"]:
                 if b["fraction_reachable"] == 0:
@@ -305,7 +308,9 @@ def plot_task_distance(tgroups, out_dir, written):
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("key-to-query distance")
         ax.set_ylabel("test accuracy on answers")
-        ax.set_title(f"{key[0]}, context {key[1]}: bands = beyond reach ({gs[0]['layers']} layers)", fontsize=9)
+        params = "; ".join(f"{g['label']}" for g in gs if g["label"] != g["pattern"])
+        ax.set_title(f"{key[0]}, context {key[1]}: bands = beyond reach ({gs[0]['layers']} layers)\n{params}",
+                     fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
     for ax in axes[len(keys):]:
         ax.set_visible(False)

@@ -296,7 +296,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   if (!task.active() && cfg.data.empty()) {
     throw Error(
         "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use "
-        "the 4 MB prefix shared/data/enwik8-head.bin)");
+        "the 4 MB prefix shared/data/enwik8-head.bin), or --task NAME for a generated task");
   }
   validate_model_config(cfg.model);  // option ranges were checked where the config was read (CLI, scenario)
   check_training_memory(cfg, layout.local_world_size);

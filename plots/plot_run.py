@@ -623,11 +623,17 @@ def task_section(tgroups, tcomps):
             lines.append(f"| {g['task']} | {g['label']} | {g['length']} | {dist} | {fmt_pct_ci(b['accuracy'])} | "
                          f"{b['answers']} | {reach} | {hops} | {b['prediction']} |")
             if b["prediction"] in ("holds", "fails"):
-                holds[g["label"]][0 if b["prediction"] == "holds" else 1] += 1
-    if holds:
-        lines += ["", "Where the graph reaches no query (hops > layers), per pattern: "
-                  + "; ".join(f"{label}: holds in {h} of {h + f} buckets" for label, (h, f) in sorted(holds.items())),
-                  ""]
+                holds[(g["task"], g["length"], g["label"])][0 if b["prediction"] == "holds" else 1] += 1
+    said = []
+    for g in tgroups:
+        h, f = holds.get((g["task"], g["length"], g["label"]), (0, 0))
+        where = f"{g['task']} at {g['length']}, {g['label']}: "
+        if h + f == 0:
+            said.append(where + "every distance within reach (nothing for the prediction to rule out)")
+        else:
+            said.append(where + f"holds in {h} of {h + f} buckets beyond reach" +
+                        ("" if not f else " (fails where accuracy leaves chance's interval: see the table)"))
+    lines += ["", "Where the reach prediction holds, per pattern:", ""] + [f"- {x}" for x in said] + [""]
     if tcomps:
         lines += ["### bpt against the other patterns at matched degree, per distance", "",
                   "Difference bpt − other in accuracy, paired by seed; the buckets beyond the other pattern's reach "

@@ -636,8 +636,10 @@ def task_section(tgroups, tcomps):
     lines += ["", "Where the reach prediction holds, per pattern:", ""] + [f"- {x}" for x in said] + [""]
     if tcomps:
         lines += ["### bpt against the other patterns at matched degree, per distance", "",
-                  "Difference bpt − other in accuracy, paired by seed; the buckets beyond the other pattern's reach "
-                  "form one family per (task, context, pattern), Holm-corrected; verdict supports = bpt higher.", "",
+                  "Difference bpt − other in accuracy, paired by seed, for patterns within "
+                  f"{task_groups.MATCHED_RATIO}x of a bpt degree; per (task, context, pattern) the buckets beyond the "
+                  "other pattern's reach form one family and those within it another, each Holm-corrected; verdict "
+                  "supports = bpt higher.", "",
                   "| task | context | distance | other | beyond its reach | n | mean diff (points) | 95% CI | p | "
                   "Holm p | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in tcomps:

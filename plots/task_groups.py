@@ -8,8 +8,9 @@ arrive within the model's layers) and the prediction check:
   binomial interval around chance, and fails otherwise;
   reachable bucket: "retrieves" when the pooled Wilson interval lies above chance, "at chance" otherwise (reach is
   necessary, not sufficient).
-contrasts(groups) pairs each non-bpt group with the bpt group of nearest degree at its length and task, per bucket,
-seed by seed (bpt - other); each task's buckets beyond the other pattern's reach form one family, Holm-corrected.
+contrasts(groups) pairs each non-bpt group with the bpt group of nearest degree at its length and task (only within
+MATCHED_RATIO of it: segtree and dense are not at matched degree), per bucket, seed by seed (bpt - other); the
+buckets beyond the other pattern's reach form one family and those within it another, each Holm-corrected.
 """
 import math
 from collections import defaultdict
@@ -17,6 +18,7 @@ from collections import defaultdict
 import stats
 
 Z95 = 1.959963984540054
+MATCHED_RATIO = 1.5  # degrees further apart than this are not a matched-degree pair
 
 
 def is_task_record(r):
@@ -95,6 +97,8 @@ def contrasts(groups):
             if g["pattern"] == "bpt" or not bpts or not g["degree"]:
                 continue
             b = min(bpts, key=lambda x: abs(math.log(g["degree"] / x["degree"])))
+            if abs(math.log(g["degree"] / b["degree"])) > math.log(MATCHED_RATIO):
+                continue
             for k, (bb, gb) in enumerate(zip(b["buckets"], g["buckets"])):
                 seeds = sorted(set(b["per_seed"]) & set(g["per_seed"]), key=stats._seed_order)
 
@@ -106,17 +110,15 @@ def contrasts(groups):
                 beyond = gb["fraction_reachable"] == 0
                 out.append(dict(d, task=task, length=length, lo=gb["lo"], hi=gb["hi"], bpt=b["label"],
                                 other=g["label"], other_beyond_reach=beyond,
-                                family=f"{task}@{length}: bpt vs {g['label']} beyond its reach" if beyond else None,
-                                p=stats.t_test_p(d)))
+                                family=f"{task}@{length}: bpt vs {g['label']} {'beyond' if beyond else 'within'} "
+                                       "its reach", p=stats.t_test_p(d)))
     families = defaultdict(list)
     for c in out:
-        if c["family"]:
-            families[c["family"]].append(c)
+        families[c["family"]].append(c)
     for cs in families.values():
         for c, p in zip(cs, stats.holm([c["p"] for c in cs])):
             c["p_holm"] = p
     for c in out:
         ci = c["ci95"] or [None, None]
-        c.setdefault("p_holm", None)
-        c["verdict"], c["verdict_reason"] = stats.gated_verdict(ci[0], ci[1], +1, c["p_holm"] if c["family"] else c["p"])
+        c["verdict"], c["verdict_reason"] = stats.gated_verdict(ci[0], ci[1], +1, c["p_holm"])
     return out

@@ -44,6 +44,7 @@ class Prediction(unittest.TestCase):
         self.assertEqual(len({c["family"] for c in far}), 1)
         for c in far:
             self.assertGreaterEqual(c["p_holm"], c["p"])
+        self.assertEqual(cs[0]["family"], "recall_distance@512: bpt vs window within its reach")
         self.assertAlmostEqual(cs[1]["mean"], 0.7 - 0.0625, places=12)
         self.assertEqual(cs[1]["verdict"], "supports")
 

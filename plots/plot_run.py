@@ -13,6 +13,10 @@ Draws what the records contain, as PNG and SVG under RUN_DIR/plots/:
   degree_vs_bpc         test BPC vs mean token in-degree (Fig. 5), means over seeds with 95% CI bars,
                         matched-degree pairs joined by a dotted line
   context_vs_bpc        test BPC vs context length (Table 4), means over seeds with 95% CI bars
+  flops_vs_bpc          test BPC vs forward FLOPs per token (Fig. 5 by compute instead of degree)
+  task_accuracy_vs_distance  task runs: accuracy per distance bucket, one panel per task and context, each
+                        pattern's unreachable distances (more hops than layers) shaded in a band below
+  task_accuracy_vs_length    task runs: test accuracy against the context
   learning_curves       one panel per configuration: every seed's valid evaluations, the 80%-of-steps mark
   context_lens          valid BPC vs the context each scored byte may see, one line per configuration
   gemm_fraction         attention FLOP rate as a fraction of a large fp32 GEMM
@@ -36,6 +40,7 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 
 import seed_groups  # noqa: E402  (beside this file)
 import stats  # noqa: E402
+import task_groups  # noqa: E402
 
 MIB = 1024.0 * 1024.0
 # Up to 20 series stay distinguishable: tab20 colours with alternating markers.
@@ -231,6 +236,112 @@ def plot_degree_bpc(groups, comps, out_dir, written):
                     color="0.4", label="matched-degree pair" if k == 0 else None)
     finish_means(fig, ax, "mean token in-degree", metric_name(groups), "Degree vs BPC", "degree_vs_bpc", out_dir,
                  written)
+
+
+def forward_flops_per_token(r):
+    """Forward FLOPs per token of a train record's model, as model.cpp computes it: every layer projects q, k, v
+    (2 d^2 each) of every node (tokens and extra nodes) and runs 4 d per attended pair; o (2 d^2) and the FFN
+    (4 d d_ff) run on every node except in the last layer, where only tokens continue; then 2 d 256 for the logits.
+    Dense baselines attend (T + 1) / 2 keys per token (causal). None when the record lacks a field."""
+    d, f, layers, t = r.get("dim"), r.get("ffn"), r.get("layers"), r.get("length")
+    g = r.get("graph") or {}
+    if not all(isinstance(x, int) and x > 0 for x in (d, f, layers, t)):
+        return None
+    nodes = g.get("n_nodes") or t
+    edges = g.get("n_edges") or t * (t + 1) // 2
+    per_layer_all = nodes * (6 * d * d) + 4 * d * edges
+    rest = (2 * d * d + 4 * d * f)
+    total = layers * per_layer_all + (layers - 1) * nodes * rest + t * rest + t * 2 * d * 256
+    return total / t
+
+
+def plot_flops_bpc(groups, records, out_dir, written):
+    """Figure 5 against forward FLOPs per token instead of degree: what each pattern costs to run."""
+    flops = {}
+    for r in records:
+        v = forward_flops_per_token(r) if r.get("kind") == "train" else None
+        if v:
+            flops[seed_groups.config_of(r)] = v
+    groups = [g for g in groups if g["metric"] and g["config_id"] in flops and g["degree"]]
+    if not any(len({g["pattern"] for g in groups if g["length"] == n}) > 1 for n in {g["length"] for g in groups}):
+        return  # drawn where patterns meet at one context (Figure 5), not for one pattern over contexts
+    lines = defaultdict(list)
+    for g in groups:
+        lines[(str(g["pattern"]), g["length"])].append(g)
+    fig, ax = plt.subplots(figsize=(7.0, 4.8))
+    for i, ((pattern, length), gs) in enumerate(sorted(lines.items())):
+        gs.sort(key=lambda g: flops[g["config_id"]])
+        draw_means(ax, [flops[g["config_id"]] / 1e6 for g in gs], [g[g["metric"]] for g in gs],
+                   f"{pattern} (context {length})", "os^vDP"[i % 6])
+    finish_means(fig, ax, "forward MFLOP per token (projections of every node, attention, FFN, logits)",
+                 metric_name(groups), "Forward compute vs BPC", "flops_vs_bpc", out_dir, written)
+    return {cid: v for cid, v in flops.items()}
+
+
+def plot_task_distance(tgroups, out_dir, written):
+    """Accuracy per distance bucket, one panel per (task, context), each pattern's unreachable buckets shaded."""
+    panels_of = defaultdict(list)
+    for g in tgroups:
+        if g["buckets"]:
+            panels_of[(g["task"], g["length"])].append(g)
+    if not panels_of:
+        return
+    keys = sorted(panels_of, key=lambda k: (str(k[0]), k[1] or 0))
+    patterns = sorted({str(g["pattern"]) for gs in panels_of.values() for g in gs})
+    fig, axes = panels(len(keys))
+    for ax, key in zip(axes, keys):
+        gs = panels_of[key]
+        chance = gs[0]["chance"]
+        ax.axhline(chance, color="0.3", ls="--", lw=1, label="chance")
+        band = 0.06 / max(1, len(patterns))
+        for g in gs:
+            i = patterns.index(str(g["pattern"]))  # one colour, marker and band row per pattern in every panel
+            ax.set_prop_cycle(color=[plt.get_cmap("tab10").colors[i % 10]])
+            xs = [math.sqrt(b["lo"] * b["hi"]) for b in g["buckets"]]
+            colour = draw_means(ax, xs, [b["accuracy"] for b in g["buckets"]], str(g["pattern"]), "os^vDP"[i % 6])
+            # A band under the curves: where this pattern's graph reaches no sampled query within its layers.
+            for b in g["buckets"]:
+                if b["fraction_reachable"] == 0:
+                    ax.axvspan(b["lo"] / 1.15, b["hi"] * 1.15, ymin=i * band, ymax=(i + 1) * band, color=colour,
+                               alpha=0.7, lw=0)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("key-to-query distance")
+        ax.set_ylabel("test accuracy on answers")
+        params = "; ".join(f"{g['label']}" for g in gs if g["label"] != g["pattern"])
+        ax.set_title(f"{key[0]}, context {key[1]}: bands = beyond reach ({gs[0]['layers']} layers)\n{params}",
+                     fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes[len(keys):]:
+        ax.set_visible(False)
+    shared_legend(fig, axes[:len(keys)])
+    save(fig, out_dir, "task_accuracy_vs_distance", written)
+
+
+def plot_task_length(tgroups, out_dir, written):
+    lines = defaultdict(list)
+    for g in tgroups:
+        lines[(g["task"], str(g["label"]))].append(g)
+    lines = {k: sorted(v, key=lambda g: g["length"]) for k, v in lines.items() if len({g["length"] for g in v}) > 1}
+    if not lines:
+        return
+    tasks = sorted({k[0] for k in lines})
+    fig, axes = panels(len(tasks))
+    for ax, task in zip(axes, tasks):
+        for i, ((t, label), gs) in enumerate(sorted(lines.items())):
+            if t == task:
+                draw_means(ax, [g["length"] for g in gs], [g["test_accuracy"] for g in gs], label, "os^vDP"[i % 6])
+        ax.axhline(next(g["chance"] for (t, _), gs in lines.items() if t == task for g in gs), color="0.3", ls="--",
+                   lw=1, label="chance")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("context")
+        ax.set_ylabel("test accuracy on answers")
+        ax.set_title(task, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes[len(tasks):]:
+        ax.set_visible(False)
+    shared_legend(fig, axes[:len(tasks)])
+    save(fig, out_dir, "task_accuracy_vs_length", written)
 
 
 def plot_context_bpc(groups, out_dir, written):
@@ -429,15 +540,27 @@ def quality_section(groups):
     return lines + [""]
 
 
+def fmt_p(v):
+    return "-" if v is None else ("< 0.001" if v < 0.001 else f"{v:.3f}")
+
+
+VERDICT_RULE = ("Verdicts: **supports** / **contradicts** only when every run behind the comparison is flattened "
+                f"(valid BPC gained less than {stats.FLAT_THRESHOLD} after {stats.FLAT_FRACTION:.0%} of its steps) and "
+                f"ends at or below {stats.VALID_BPC_BOUND} valid BPC, and the difference's 95% interval excludes zero "
+                f"with a Holm-adjusted p below {stats.ALPHA:.2f} within its family (one family per kind of comparison); "
+                "otherwise **inconclusive**, with the reason. The raw interval and its direction (raw: supports / "
+                "contradicts / unresolved) are shown beside it.")
+
+
 def comparison_section(comps):
+    pairs = [c for c in comps if "baseline" in c]
     lines = ["## Paired comparisons", "",
              "Difference = other − baseline, paired by seed over the seeds both have, on test BPC (valid where no "
-             "test); verdict: supports when the 95% interval excludes zero on the side the paper predicts, "
-             "contradicts when it excludes zero on the other side, unresolved otherwise or with fewer than 2 seeds.",
+             "test); p: two-sided paired t test; Holm p: adjusted within the comparison's family. " + VERDICT_RULE,
              "", "| comparison | baseline | other | context | degree (other / baseline) | metric | n | mean diff | "
-                 "95% CI | paper | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in comps:
+                 "95% CI | p | Holm p | paper | raw | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in pairs:
         a, b = c["baseline"], c["other"]
         context = a["length"] if a["length"] == b["length"] else f"{a['length']} → {b['length']}"
         degrees = f"{fmt_num(b['degree'], '{:.1f}')} / {fmt_num(a['degree'], '{:.1f}')}"
@@ -445,11 +568,92 @@ def comparison_section(comps):
             degrees += f" ({c['degree_ratio']:.2f}x)"
         lines.append(f"| {c['kind'].replace('_', ' ')} ({c['pair']}) | {a['label']} | {b['label']} | {context} | "
                      f"{degrees} | {c['metric'] or '-'} | {c['n']} | {fmt_num(c['mean'], '{:+.4f}')} | "
-                     f"{fmt_ci(c['ci95'], c['n'])} | {c['paper']} | **{c['verdict']}** |")
+                     f"{fmt_ci(c['ci95'], c['n'])} | {fmt_p(c['p'])} | {fmt_p(c['p_holm'])} | {c['paper']} | "
+                     f"{c['raw_verdict']} | **{c['verdict']}**: {c['verdict_reason']} |")
+    claims = [c for c in comps if "baseline" not in c]
+    if claims:
+        lines += ["", "### One test per claim", "",
+                  "Figure 5: per seed, the matched-degree difference (pattern − bpt) averaged over the pattern's "
+                  "degrees, then its interval over seeds. Table 4: per seed, the least-squares slope of BPC against "
+                  "log2 context (BPC per doubling), then its t-interval over seeds.", "",
+                  "| claim | what | contexts | metric | n | mean | 95% CI | p | Holm p | raw | verdict |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for c in claims:
+            what = c["difference"]
+            contexts = c.get("lengths") or c.get("length")
+            lines.append(f"| {c['paper']} | {what} ({c.get('label') or c.get('pattern')}) | {contexts} | "
+                         f"{c['metric']} | {c['n']} | {fmt_num(c['mean'], '{:+.4f}')} | {fmt_ci(c['ci95'], c['n'])} | "
+                         f"{fmt_p(c['p'])} | {fmt_p(c['p_holm'])} | {c['raw_verdict']} | **{c['verdict']}**: "
+                         f"{c['verdict_reason']} |")
     return lines + [""]
 
 
-def write_report(run_dir, run, records, problems, written, gemm_source, groups, comps):
+def fmt_pct_ci(s):
+    if not s["n"]:
+        return "-"
+    text = f"{100 * s['mean']:.1f}"
+    return text + (f" [{100 * s['ci95'][0]:.1f}, {100 * s['ci95'][1]:.1f}]" if s["ci95"] else " (1 seed)")
+
+
+def task_section(tgroups, tcomps):
+    lines = ["## Generated tasks", "",
+             "Accuracy (%) on answer positions of held-out sequences (test split), mean over seeds with its 95% "
+             "Student-t interval. Reach: the share of sampled query positions whose planted key and value both reach "
+             "the query through the pattern's graph in at most `layers` hops (extra nodes included; span nodes start "
+             "empty, relay and sentence nodes as their tokens' mean). Prediction (reach is necessary, not sufficient): "
+             "where no query is reached, accuracy must stay at chance: **holds** when the pooled accuracy over seeds "
+             "lies in the 95% binomial interval of chance, **fails** otherwise; where reached, **retrieves** when the "
+             "pooled 95% Wilson interval lies above chance, **at chance** otherwise.", "",
+             "| task | pattern | context | degree | seeds | test accuracy | chance | tokens/s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for g in tgroups:
+        lines.append(f"| {g['task']} | {g['label']} | {g['length']} | {fmt_num(g['degree'], '{:.1f}')} | {g['n']} | "
+                     f"{fmt_pct_ci(g['test_accuracy'])} | {100 * g['chance']:.1f} | "
+                     f"{fmt_num(g['tokens_per_s']['mean'], '{:.0f}')} |")
+    lines += ["", "### By distance, with the reach prediction", "",
+              "| task | pattern | context | distance | accuracy | pooled answers | reach | hops min..max | prediction |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    holds = defaultdict(lambda: [0, 0])
+    for g in tgroups:
+        for b in g["buckets"]:
+            dist = str(b["lo"]) if b["lo"] == b["hi"] else f"{b['lo']}-{b['hi']}"
+            hops = f"{b['min_hops'] if b['min_hops'] is not None else '-'}.." \
+                   f"{b['max_hops'] if b['max_hops'] is not None else 'unreachable'}"
+            reach = "-" if b["fraction_reachable"] is None else f"{100 * b['fraction_reachable']:.0f}%"
+            lines.append(f"| {g['task']} | {g['label']} | {g['length']} | {dist} | {fmt_pct_ci(b['accuracy'])} | "
+                         f"{b['answers']} | {reach} | {hops} | {b['prediction']} |")
+            if b["prediction"] in ("holds", "fails"):
+                holds[(g["task"], g["length"], g["label"])][0 if b["prediction"] == "holds" else 1] += 1
+    said = []
+    for g in tgroups:
+        h, f = holds.get((g["task"], g["length"], g["label"]), (0, 0))
+        where = f"{g['task']} at {g['length']}, {g['label']}: "
+        if h + f == 0:
+            said.append(where + "every distance within reach (nothing for the prediction to rule out)")
+        else:
+            said.append(where + f"holds in {h} of {h + f} buckets beyond reach" +
+                        ("" if not f else " (fails where accuracy leaves chance's interval: see the table)"))
+    lines += ["", "Where the reach prediction holds, per pattern:", ""] + [f"- {x}" for x in said] + [""]
+    if tcomps:
+        lines += ["### bpt against the other patterns at matched degree, per distance", "",
+                  "Difference bpt − other in accuracy, paired by seed, for patterns within "
+                  f"{task_groups.MATCHED_RATIO}x of a bpt degree; per (task, context, pattern) the buckets beyond the "
+                  "other pattern's reach form one family and those within it another, each Holm-corrected; verdict "
+                  "supports = bpt higher.", "",
+                  "| task | context | distance | other | beyond its reach | n | mean diff (points) | 95% CI | p | "
+                  "Holm p | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for c in tcomps:
+            dist = str(c["lo"]) if c["lo"] == c["hi"] else f"{c['lo']}-{c['hi']}"
+            ci = f"[{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]" if c["ci95"] else "-"
+            lines.append(f"| {c['task']} | {c['length']} | {dist} | {c['other']} | "
+                         f"{'yes' if c['other_beyond_reach'] else 'no'} | {c['n']} | "
+                         f"{fmt_num(None if c['mean'] is None else 100 * c['mean'], '{:+.1f}')} | {ci} | "
+                         f"{fmt_p(c['p'])} | {fmt_p(c['p_holm'])} | **{c['verdict']}**: {c['verdict_reason']} |")
+        lines.append("")
+    return lines + [""]
+
+
+def write_report(run_dir, run, records, problems, written, gemm_source, groups, comps, tgroups=(), tcomps=()):
     lines = [f"# {run.get('scenario_name', os.path.basename(os.path.abspath(run_dir)))}", ""]
     if run.get("scenario", {}).get("description"):
         lines += [run["scenario"]["description"], ""]
@@ -481,7 +685,7 @@ def write_report(run_dir, run, records, problems, written, gemm_source, groups, 
                 f"{100 * r['spread']:.1f}%" if isinstance(r.get("spread"), (int, float)) else "-",
                 fmt_mib(r.get("peak_total_bytes")), fmt_mib(r.get("analytic_bytes")), status.replace("|", "/")))
         lines.append("")
-    train = [r for r in records if r.get("kind") == "train"]
+    train = [r for r in records if r.get("kind") == "train" and not task_groups.is_task_record(r)]
     if train:
         lines += ["## Training runs", "",
                   "| label | context | seed | degree | degree target | steps | valid BPC | test BPC | tokens/s "
@@ -502,6 +706,8 @@ def write_report(run_dir, run, records, problems, written, gemm_source, groups, 
         lines += quality_section(groups)
     if comps:
         lines += comparison_section(comps)
+    if tgroups:
+        lines += task_section(tgroups, tcomps)
     if written:
         lines += ["## Figures", ""]
         if gemm_source:
@@ -542,18 +748,28 @@ def main(argv):
     ok = [r for r in records if r.get("status") == "ok"]
     groups = seed_groups.group_train(records, lambda msg: print(f"warning: {msg}", file=sys.stderr))
     comps = seed_groups.comparisons(groups)
-    if groups:
-        write_json(os.path.join(run_dir, "stats.json"), seed_groups.stats_document(groups, comps))
+    tgroups = task_groups.group_tasks(records)
+    tcomps = task_groups.contrasts(tgroups)
+    if groups or tgroups:
+        doc = seed_groups.stats_document(groups, comps)
+        if tgroups:
+            doc["task_rule"] = task_groups.__doc__
+            doc["task_groups"] = [{k: v for k, v in g.items() if k != "per_seed"} for g in tgroups]
+            doc["task_contrasts"] = tcomps
+        write_json(os.path.join(run_dir, "stats.json"), doc)
     written = []
     plot_throughput(ok, out_dir, written)
     plot_memory(ok, out_dir, written)
     plot_degree_bpc(groups, comps, out_dir, written)
+    plot_flops_bpc(groups, records, out_dir, written)
     plot_context_bpc(groups, out_dir, written)
+    plot_task_distance(tgroups, out_dir, written)
+    plot_task_length(tgroups, out_dir, written)
     plot_learning_curves(groups, records, out_dir, written)
     plot_context_lens(groups, out_dir, written)
     gemm_source = plot_gemm_fraction(ok, run_dir, out_dir, written)
     plot_graphs(run_dir, out_dir, written)
-    write_report(run_dir, run, records, problems, written, gemm_source, groups, comps)
+    write_report(run_dir, run, records, problems, written, gemm_source, groups, comps, tgroups, tcomps)
     print(f"plots: {len(written)} figures (PNG and SVG) in {out_dir}; report {os.path.join(run_dir, 'report.md')}")
     return 0
 

@@ -7,6 +7,13 @@ by seed on test BPC, or valid BPC where the two groups share no test values:
   matched_degree  each non-bpt group against the bpt group of nearest degree at its length (paper: bpt lower)
   degree_trend    within a pattern at one length, by degree: consecutive and lowest vs highest (higher degree lower)
   context_trend   one label at several lengths: consecutive and shortest vs longest (longer context lower)
+and one test per paper claim:
+  matched_degree_mean  per non-bpt pattern and length, the matched-degree difference averaged over its degrees
+                       seed by seed (Figure 5: bpt lower)
+  context_slope        per label, each seed's least-squares slope of BPC against log2 context (Table 4: negative)
+Each kind is one family: its p-values are Holm-corrected together. A verdict is "supports" / "contradicts" only when
+every run behind it passes the gates (flattened, valid BPC within the bound) and its interval excludes zero after the
+correction; otherwise "inconclusive" with the reason.
 """
 import math
 from collections import defaultdict
@@ -19,6 +26,8 @@ PAPER_SAYS = {
     "matched_degree": (+1, "bpt lower at matched degree"),
     "degree_trend": (-1, "higher degree lower BPC"),
     "context_trend": (-1, "longer context lower BPC"),
+    "matched_degree_mean": (+1, "bpt lower at matched degree, averaged over degrees"),
+    "context_slope": (-1, "BPC falls with log2 context (per-seed slope)"),
 }
 
 
@@ -38,7 +47,7 @@ def train_rows(records):
     """config id -> that configuration's train records, in record order."""
     rows = defaultdict(list)
     for r in records:
-        if r.get("kind") == "train":
+        if r.get("kind") == "train" and not isinstance(r.get("task"), dict):  # task runs: task_groups.py
             rows[config_of(r)].append(r)
     return rows
 
@@ -130,18 +139,29 @@ def ref(g):
     return {k: g[k] for k in ("config_id", "label", "pattern", "length", "degree", "degree_target")}
 
 
+def rows_of(groups, seeds):
+    """The per-seed rows of `groups` for `seeds` (the runs a comparison rests on)."""
+    return [row for g in groups for row in g["per_seed"] if row["seed"] in seeds]
+
+
+def claim(kind, d, groups, **fields):
+    """A comparison record from a summary `d` of differences: raw interval, its t-test p and the gates."""
+    sign, paper = PAPER_SAYS[kind]
+    ci = d["ci95"] or [None, None]
+    out = {"kind": kind, "family": kind, "paper": paper, "paper_sign": sign,
+           "raw_verdict": stats.verdict(ci[0], ci[1], sign), "p": stats.t_test_p(d),
+           "gates_failed": stats.run_gates(rows_of(groups, set(d.get("seeds") or [])))}
+    out.update(fields)
+    out.update(d)  # n, seeds, mean, sd, ci95, half_width (and dropped_seeds for pairs)
+    return out
+
+
 def compare(kind, base, other, pair, **extra):
-    """other - base paired by seed, with the verdict on the paper's predicted sign of that difference."""
-    sign, claim = PAPER_SAYS[kind]
+    """other - base paired by seed, with the raw verdict on the paper's predicted sign of that difference."""
     metric = shared_metric(base, other) or base["metric"] or other["metric"]  # n = 0 when nothing is shared
     d = stats.paired_difference(by_seed(other, metric) if metric else {}, by_seed(base, metric) if metric else {})
-    ci = d["ci95"] or [None, None]
-    out = {"kind": kind, "pair": pair, "baseline": ref(base), "other": ref(other), "metric": metric,
-           "difference": "other - baseline", "paper": claim, "paper_sign": sign,
-           "verdict": stats.verdict(ci[0], ci[1], sign)}
-    out.update(d)  # n, seeds, dropped_seeds, mean, sd, ci95, half_width
-    out.update(extra)
-    return out
+    return claim(kind, d, [base, other], pair=pair, baseline=ref(base), other=ref(other), metric=metric,
+                 difference="other - baseline", **extra)
 
 
 def ordered_pairs(items, key):
@@ -190,8 +210,72 @@ def context_trend(groups):
     return out
 
 
+def matched_degree_mean(groups, pairs):
+    """Per non-bpt pattern and length: each seed's matched-degree difference averaged over the pattern's degrees
+    (only seeds present in every pair), then the interval over seeds."""
+    out = []
+    by_key = defaultdict(list)
+    for c in pairs:
+        by_key[(c["other"]["pattern"], c["other"]["length"])].append(c)
+    index = {g["config_id"]: g for g in groups}
+    for (pattern, length), cs in sorted(by_key.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+        metric = cs[0]["metric"]
+        if metric is None or any(c["metric"] != metric for c in cs):
+            continue
+        per_pair = [(by_seed(index[c["other"]["config_id"]], metric), by_seed(index[c["baseline"]["config_id"]], metric))
+                    for c in cs]
+        seeds = sorted(set.intersection(*[set(o) & set(b) for o, b in per_pair]), key=stats._seed_order)
+        diffs = [stats.mean([o[s] - b[s] for o, b in per_pair]) for s in seeds]
+        d = stats.summary(diffs)
+        d["seeds"] = seeds
+        used = {c["other"]["config_id"] for c in cs} | {c["baseline"]["config_id"] for c in cs}
+        out.append(claim("matched_degree_mean", d, [index[u] for u in used], pattern=pattern, length=length,
+                         metric=metric, pairs=len(cs), difference=f"{pattern} - bpt, mean over {len(cs)} degrees"))
+    return out
+
+
+def context_slope(groups):
+    """Per label seen at two or more lengths: each seed's slope of BPC against log2 context (seeds with every
+    length only), then the interval over seeds."""
+    out = []
+    with_length = [g for g in groups if isinstance(g["length"], int) and g["length"] > 0]
+    for (label, causal), gs in sorted(bucket(with_length, lambda g: (str(g["label"]), g["causal"])).items()):
+        gs = sorted(gs, key=lambda g: g["length"])
+        if len({g["length"] for g in gs}) < 2:
+            continue
+        metric = next((m for m in METRICS if all(by_seed(g, m) for g in gs)), None)
+        if metric is None:
+            continue
+        per = [by_seed(g, metric) for g in gs]
+        seeds = sorted(set.intersection(*[set(p) for p in per]), key=stats._seed_order)
+        xs = [math.log2(g["length"]) for g in gs]
+        d = stats.summary([stats.slope(xs, [p[s] for p in per]) for s in seeds])
+        d["seeds"] = seeds
+        out.append(claim("context_slope", d, gs, label=label, lengths=[g["length"] for g in gs], metric=metric,
+                         difference=f"{metric} per doubling of the context"))
+    return out
+
+
+def settle(comps):
+    """Holm within each family, then each comparison's verdict from its gates, raw interval and adjusted p."""
+    families = defaultdict(list)
+    for c in comps:
+        families[c["family"]].append(c)
+    for cs in families.values():
+        for c, p in zip(cs, stats.holm([c["p"] for c in cs])):
+            c["p_holm"] = p
+            c["family_size"] = sum(x["p"] is not None for x in cs)
+    for c in comps:
+        ci = c["ci95"] or [None, None]
+        c["verdict"], c["verdict_reason"] = stats.gated_verdict(ci[0], ci[1], c["paper_sign"], c["p_holm"],
+                                                                c["gates_failed"])
+    return comps
+
+
 def comparisons(groups):
-    return matched_degree(groups) + degree_trend(groups) + context_trend(groups)
+    pairs = matched_degree(groups)
+    return settle(pairs + degree_trend(groups) + context_trend(groups) + matched_degree_mean(groups, pairs) +
+                  context_slope(groups))
 
 
 def stats_document(groups, comps):
@@ -200,8 +284,12 @@ def stats_document(groups, comps):
         "about": "train records grouped by config_id over seeds (older records without seeds: one group per point)",
         "interval": f"two-sided {stats.CONFIDENCE:.0%} Student-t interval of the mean; null with fewer than 2 seeds",
         "comparisons_rule": "difference = other - baseline paired by seed (common seeds only), on test BPC or valid "
-                            "BPC where no test is shared; verdict: supports when the interval excludes zero on the "
-                            "paper's side, contradicts when on the other side, unresolved otherwise or with n < 2",
+                            "BPC where no test is shared; raw_verdict: supports when the 95% interval excludes zero "
+                            "on the paper's side, contradicts when on the other side, unresolved otherwise or with "
+                            "n < 2; p: two-sided paired t test; p_holm: Holm-adjusted within the comparison's family "
+                            "(its kind); verdict: supports / contradicts only when every run behind it is flattened "
+                            f"and ends at or below {stats.VALID_BPC_BOUND} valid BPC and p_holm < {stats.ALPHA:.2f} "
+                            "with the raw interval excluding zero, else inconclusive (verdict_reason says why)",
         "lens_drop": f"valid BPC with context {LENS_SHORT} minus valid BPC with the whole context",
         "flattened": f"valid BPC at the last eval at or before {stats.FLAT_FRACTION:.0%} of the steps minus the "
                      f"last eval's; flattened below {stats.FLAT_THRESHOLD}",

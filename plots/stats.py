@@ -5,7 +5,12 @@
   t_cdf(t, df), t_quantile(p, df)    Student's t, through the regularized incomplete beta function
   summary(xs)                        n, mean, sd and the two-sided 95% t interval (None for n < 2)
   paired_difference(x, y)            x - y over the seeds both have, summarized as above
-  verdict(ci_low, ci_high, sign)     "supports" / "contradicts" / "unresolved" for a predicted sign
+  verdict(ci_low, ci_high, sign)     "supports" / "contradicts" / "unresolved": what the raw interval says
+  t_test_p(summary)                  two-sided p of a one-sample t test of mean 0 (None for n < 2)
+  holm(ps)                           Holm-adjusted p-values of one family of claims (None entries kept)
+  gated_verdict(...)                 "supports" / "contradicts" only when the runs pass their gates and the
+                                     difference survives the family's correction; else "inconclusive" and why
+  slope(xs, ys)                      least-squares slope of ys on xs
   flattened(evals, steps)            whether a run's valid BPC still improved over its last 20% of steps
 
 An interval is never made up: with one value there is none, and a verdict needs one.
@@ -15,6 +20,8 @@ import math
 CONFIDENCE = 0.95
 FLAT_FRACTION = 0.8  # the learning curve is judged over the steps after this fraction of the run
 FLAT_THRESHOLD = 0.03  # BPC gained over that last stretch below which a run counts as flattened
+VALID_BPC_BOUND = 2.4  # a run ending above this valid BPC is too far from trained to say anything about the paper
+ALPHA = 1.0 - CONFIDENCE  # family-wise error rate of the Holm correction
 
 
 def mean(xs):
@@ -161,3 +168,74 @@ def valid_curve(evals):
 
 def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def t_test_p(s):
+    """Two-sided p-value of a one-sample t test of mean 0 from summary(xs); None with fewer than two values."""
+    if not s or s.get("sd") is None or s.get("n", 0) < 2:
+        return None
+    if s["sd"] == 0.0:
+        return 0.0 if s["mean"] != 0.0 else 1.0
+    t = s["mean"] / (s["sd"] / math.sqrt(s["n"]))
+    return min(1.0, 2.0 * (1.0 - t_cdf(abs(t), s["n"] - 1)))
+
+
+def holm(ps):
+    """Holm's step-down adjusted p-values for one family (same order as ps; None entries are not tests)."""
+    tested = sorted((p, i) for i, p in enumerate(ps) if p is not None)
+    out = [None] * len(ps)
+    running = 0.0
+    m = len(tested)
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def gated_verdict(ci_low, ci_high, paper_sign, p_adjusted=None, failed_gates=()):
+    """(verdict, reason): "supports" / "contradicts" only when no gate failed, the raw interval excludes zero and the
+    Holm-adjusted p is below ALPHA; otherwise "inconclusive" with the first reason that holds."""
+    raw = verdict(ci_low, ci_high, paper_sign)
+    if failed_gates:
+        return "inconclusive", "gate failed: " + "; ".join(failed_gates)
+    if ci_low is None or ci_high is None:
+        return "inconclusive", "fewer than 2 paired seeds"
+    if raw == "unresolved":
+        return "inconclusive", "95% interval contains zero"
+    if p_adjusted is not None and p_adjusted >= ALPHA:
+        return "inconclusive", f"interval excludes zero but not after the Holm correction (adjusted p {p_adjusted:.3g})"
+    return raw, "interval excludes zero after the Holm correction"
+
+
+def run_gates(rows):
+    """The gates a set of runs fails, in words: not flattened, or ending above the valid-BPC bound.
+
+    rows: dicts with "flattened" (True/False/None) and "valid_bpc"."""
+    failed = []
+    not_flat = [r for r in rows if r.get("flattened") is not True]
+    if not_flat:
+        failed.append(f"runs not flattened ({len(not_flat)} of {len(rows)})")
+    above = [r for r in rows if not is_number(r.get("valid_bpc")) or r["valid_bpc"] > VALID_BPC_BOUND]
+    if above:
+        failed.append(f"valid BPC above the {VALID_BPC_BOUND} bound ({len(above)} of {len(rows)})")
+    return failed
+
+
+def slope(xs, ys):
+    """Least-squares slope of ys on xs (at least two distinct xs)."""
+    xs, ys = list(xs), list(ys)
+    if len(xs) != len(ys) or len(set(xs)) < 2:
+        raise ValueError("slope: needs two or more distinct x values, one y each")
+    mx, my = mean(xs), mean(ys)
+    return math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys)) / math.fsum((x - mx) ** 2 for x in xs)
+
+
+def binomial_interval(successes, n):
+    """Wilson 95% interval of a proportion; None for n = 0."""
+    if not n:
+        return None
+    z = 1.959963984540054
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [centre - half, centre + half]

@@ -12,6 +12,7 @@
 #include "harness/cli/cli.h"
 #include "harness/scenario/scenario.h"
 #include "patterns/pattern.h"
+#include "patterns/reach.h"
 
 namespace sb {
 
@@ -48,6 +49,35 @@ void announce_large_build(const std::string& name, int64_t n, bool causal, const
              "may take a while\n",
              name, n, edges, gib, n1, n2);
   std::fflush(stdout);
+}
+
+// The reach of an L-layer model over g, per source distance, consecutive distances with the same figures on one
+// line; returns it as JSON for --export.
+nlohmann::json print_reach(const Graph& g, int64_t layers, int64_t queries) {
+  const ReachSummary s = reach_summary(g, layers, queries);
+  fmt::print("reach with {} layers ({} query positions; a source at distance d reaches a query in h hops = h layers):\n"
+             "  every sampled query reaches its source up to distance {}\n",
+             layers, s.queries.size(), s.full_reach());
+  fmt::print("  {:>15}  {:>9}  {:>9}  {}\n", "distance", "reachable", "queries", "hops min..max");
+  nlohmann::json rows = nlohmann::json::array();
+  auto hop = [](int32_t h) { return h < 0 ? std::string("unreachable") : std::to_string(h); };
+  for (size_t i = 0; i < s.rows.size();) {
+    const ReachRow& r = s.rows[i];
+    size_t j = i + 1;
+    while (j < s.rows.size() && s.rows[j].fraction() == r.fraction() && s.rows[j].min_hops == r.min_hops &&
+           s.rows[j].max_hops == r.max_hops) {
+      ++j;
+    }
+    const int64_t hi = s.rows[j - 1].distance;
+    fmt::print("  {:>15}  {:>8.1f}%  {:>9}  {}..{}\n",
+               hi == r.distance ? std::to_string(r.distance) : fmt::format("{}-{}", r.distance, hi),
+               100.0 * r.fraction(), r.queries, hop(r.min_hops), hop(r.max_hops));
+    rows.push_back({{"lo", r.distance}, {"hi", hi}, {"fraction_reachable", r.fraction()},
+                    {"min_hops", r.min_hops}, {"max_hops", r.max_hops}});
+    i = j;
+  }
+  return {{"layers", layers}, {"query_positions", static_cast<int64_t>(s.queries.size())},
+          {"full_reach", s.full_reach()}, {"distances", rows}};
 }
 
 }  // namespace
@@ -92,13 +122,16 @@ int cmd_patterns(const std::vector<std::string>& argv) {
 }
 
 int cmd_pattern(const std::vector<std::string>& argv) {
-  Args args(argv, {"help", "causal", "stats", "validate"});
-  args.check_known({"n", "set", "export", "max-hops-n"});
+  Args args(argv, {"help", "causal", "stats", "validate", "reach"});
+  args.check_known({"n", "set", "export", "max-hops-n", "layers", "queries"});
   if (args.flag("help") || args.positional().size() != 1) {
     fmt::print("usage: sparsebench pattern NAME --n N [--set k=4 ...] [--causal] [--stats] [--validate]\n"
                "                           [--export FILE.json] [--max-hops-n 2048]\n"
+               "                           [--reach --layers L [--queries 256]]\n"
                "  Builds NAME's graph for n tokens, prints its statistics (in-degree, edges, bytes,\n"
-               "  max hops between tokens) and optionally writes the JSON export (nodes and labelled edges).\n");
+               "  max hops between tokens) and optionally writes the JSON export (nodes and labelled edges).\n"
+               "  --reach: per source distance, the share of query positions an L-layer model can reach\n"
+               "  (fewest hops through the graph, extra nodes included, <= L), over --queries sampled positions.\n");
     return args.flag("help") ? 0 : 2;
   }
   const std::string name = args.positional()[0];
@@ -126,10 +159,21 @@ int cmd_pattern(const std::vector<std::string>& argv) {
   fmt::print("relations: {} ids, {} used: {}\n", g.n_relations(), used.size(),
              used.size() <= 24 ? fmt::format("{}", fmt::join(used, " "))
                                : fmt::format("{} ...", fmt::join(used.begin(), used.begin() + 24, " ")));
+  if (args.has("layers") && !args.flag("reach")) throw Error("--layers applies only with --reach");
+  nlohmann::json reach;
+  if (args.flag("reach")) {
+    if (!args.has("layers")) throw Error("--reach: --layers L is required");
+    const int64_t layers = args.integer("layers", 0), queries = args.integer("queries", 256);
+    if (layers < 1 || layers > 1024) throw Error(fmt::format("--layers: expected an integer in [1, 1024], got {}", layers));
+    if (queries < 1) throw Error(fmt::format("--queries: expected an integer >= 1, got {}", queries));
+    reach = print_reach(g, layers, queries);
+  }
   if (auto path = args.maybe("export")) {
     std::ofstream out(*path);
     if (!out) throw Error(fmt::format("--export {}: cannot open for writing", *path));
-    out << graph_export_json(name, params, g).dump() << "\n";
+    nlohmann::json doc = graph_export_json(name, params, g);
+    if (!reach.is_null()) doc["reach"] = reach;
+    out << doc.dump() << "\n";
     if (!out) throw Error(fmt::format("--export {}: write failed", *path));
     fmt::print("wrote {}\n", *path);
   }

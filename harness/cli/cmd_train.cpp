@@ -22,9 +22,12 @@ std::string dist_backends_text() {
 
 void print_train_help() {
   fmt::print(
-      "usage: sparsebench train --data PATH [options]\n\n"
+      "usage: sparsebench train --data PATH [options]\n"
+      "       sparsebench train --task mqar|recall_distance|khop|selective_copy [options]\n\n"
       "Trains a character-level (byte) language model on enwik8 (90/5/5 split) and reports valid/test bits per\n"
-      "byte. Get the data with scripts/fetch_enwik8.sh, or use the 4 MB prefix shared/data/enwik8-head.bin.\n\n"
+      "byte. Get the data with scripts/fetch_enwik8.sh, or use the 4 MB prefix shared/data/enwik8-head.bin.\n"
+      "With --task it trains on generated sequences instead (no data file) and reports accuracy on the answer\n"
+      "positions, per key-to-query distance where the task has distances, beside the graph's reach.\n\n"
       "Data-parallel: --nproc N starts N local ranks; under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
       "MASTER_PORT) or srun (SLURM_PROCID, SLURM_NTASKS with MASTER_ADDR/MASTER_PORT exported) this process is one\n"
       "rank. Each rank trains --batch windows of every step; rank 0 writes the run. Process groups: {}.\n\n"

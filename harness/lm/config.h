@@ -44,7 +44,24 @@ namespace sb {
 
 #define SB_TRAIN_FIELDS(F)                                                                                          \
   F(device, std::string, "cpu", choice("device", {"cpu", "cuda"}, "where tensors live").scenario("", "cpu"))         \
-  F(data, std::string, "", text("data", "enwik8 or a prefix of it (required to train)").scenario("train", nullptr))  \
+  F(data, std::string, "", text("data", "enwik8 or a prefix of it (required to train on enwik8)").scenario("train", nullptr))  \
+  F(task, std::string, "enwik8",                                                                                    \
+    choice("task", {"enwik8", "mqar", "recall_distance", "khop", "selective_copy"},                                 \
+           "training data: enwik8 (--data) | a generated task scored on its answers: mqar (associative recall), "   \
+           "recall_distance (one key-value per distance), khop (follow k links), selective_copy")                 \
+        .scenario("train", "enwik8"))                                                                               \
+  F(task_vocab, int64_t, 64, integer("task_vocab", 16, 256, "task symbols: filler/noise a quarter, keys a quarter, " \
+                                                         "values (answers) half").scenario("train", 64))           \
+  F(task_pairs, int64_t, 8, integer("task_pairs", 1, int64_t{1} << 20, "mqar: key-value pairs; recall_distance: "  \
+                                                                       "pairs planted per sequence; selective_copy: tokens to copy") \
+                                .scenario("train", 8))                                                              \
+  F(task_hops, int64_t, 2, integer("task_hops", 1, 254, "khop: links from the query to its answer").scenario("train", 2)) \
+  F(task_distances, std::string, "", text("task_distances", "recall_distance: key-to-query distances, comma-separated " \
+                                                            "(default 2, 4, 8, ... below the context)")            \
+                                         .scenario("train", nullptr))                                               \
+  F(task_eval, int64_t, 256, integer("task_eval", 1, int64_t{1} << 30, "task: held-out sequences scored per "       \
+                                                                     "evaluation (valid; test at the end)")        \
+                                 .scenario("train", 256))                                                           \
   F(out_dir, std::string, "results/train",                                                                          \
     text("out_dir", "where metrics.jsonl, checkpoint.pt and result.json go").flag("out"))                          \
   F(steps, int64_t, 20000, integer("steps", 1, int64_t{1} << 40, "optimizer steps, the schedule's length")          \

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -27,6 +28,7 @@
 #include "harness/lm/fast_dropout.h"
 #include "harness/lm/fast_linear.h"
 #include "harness/lm/loss_scale.h"
+#include "harness/lm/tasks.h"
 #include "harness/measure/build_info.h"
 #include "harness/measure/device.h"
 #include "harness/measure/machine.h"
@@ -293,10 +295,11 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                             "torchrun or srun",
                             cfg.nproc, cfg.nproc));
   }
-  if (cfg.data.empty()) {
+  const TaskSpec task = task_spec(cfg);  // a generated task: no data file (refused with one), before anything is written
+  if (!task.active() && cfg.data.empty()) {
     throw Error(
         "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use "
-        "the 4 MB prefix shared/data/enwik8-head.bin)");
+        "the 4 MB prefix shared/data/enwik8-head.bin), or --task NAME for a generated task");
   }
   validate_model_config(cfg.model);  // option ranges were checked where the config was read (CLI, scenario)
   check_training_memory(cfg, layout.local_world_size);
@@ -311,7 +314,8 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   const int threads = set_cpu_threads(static_cast<int>(want_threads));
   MemoryTracker::install();  // large blocks kept for reuse, as in `run` and `bench` (host_large_blocks)
   const auto [dtype, compute] = precision_of(cfg.dtype);  // of the parameters, of the matmuls and attention
-  const Enwik8 data(cfg.data, min_data_bytes(cfg.model.context));
+  std::optional<Enwik8> data;
+  if (!task.active()) data.emplace(cfg.data, min_data_bytes(cfg.model.context));
   std::unique_ptr<ProcessGroup> pg;
   if (layout.distributed()) {
     pg = std::make_unique<ProcessGroup>(layout, device,
@@ -435,7 +439,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   const int64_t n_edges = sg.graph.col.defined() ? sg.graph.col.numel() : sg.n_tokens * (sg.n_tokens + 1) / 2;
   json graph_info = {{"n_tokens", sg.n_tokens}, {"n_nodes", sg.n_nodes}, {"n_edges", n_edges},
                      {"fingerprint", sg.fingerprint}};
-  json provenance = data.provenance();
+  json provenance = task.active() ? task_json(task) : data->provenance();
   if (!cfg.quiet) {
     fmt::print("train: {} parameters, pattern {} {} ({} nodes, {} edges at context {}), {}, {} threads\n",
                model->parameter_count(), config["model"]["pattern"].get<std::string>(),
@@ -444,8 +448,12 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
       fmt::print("train: {} ranks over {} ({}), {} windows per rank, {} per step\n", world, pg->backend(),
                  layout.source, cfg.batch, cfg.batch * world);
     }
-    fmt::print("train: data {} ({} bytes, sha256 {}), split train {} / valid {} / test {}\n", data.path(),
-               data.size(), data.sha256(), data.train().size(), data.valid().size(), data.test().size());
+    if (task.active()) {
+      fmt::print("train: task {} (chance {:.4f}), scored on answer positions\n", provenance.dump(), task_chance(task));
+    } else {
+      fmt::print("train: data {} ({} bytes, sha256 {}), split train {} / valid {} / test {}\n", data->path(),
+                 data->size(), data->sha256(), data->train().size(), data->valid().size(), data->test().size());
+    }
     if (step > 0) fmt::print("train: resumed from {} at step {}\n", ckpt_path, step);
     std::fflush(stdout);
   }
@@ -514,6 +522,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     else if (cfg.profile) graphs_why = "not under --profile (its sections synchronise)";
     else if (cfg.model.dropout > 0) graphs_why = "not with dropout (its masks are seeded from the host each step)";
     else if (stepper.name() != "fused") graphs_why = "needs the fused AdamW (its learning rate as a device tensor)";
+    else if (task.active()) graphs_why = "not with a generated task (its answer positions change each step)";
     else if (!CapturedStep::available()) graphs_why = "this build's LibTorch has no CUDA graphs";
   }
   CapturedStep captured;
@@ -547,8 +556,14 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     const double t0 = now_s();
     const double lr = learning_rate(cfg, step + 1, train_s);
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+    // A task's step is a function of (seed, step): nothing to restore at a resume.
+    const TaskBatch tb = task.active() ? task_batch(task, cfg.seed, TaskSplit::train, step, cfg.batch * world,
+                                                    layout.rank * cfg.batch, cfg.batch)
+                                       : TaskBatch{};
     const torch::Tensor host_batch =
-        sample_windows(data, data.train(), cfg.batch * world, window, rng, layout.rank * cfg.batch, cfg.batch);
+        task.active() ? tb.tokens
+                      : sample_windows(*data, data->train(), cfg.batch * world, window, rng, layout.rank * cfg.batch,
+                                       cfg.batch);
     if (want_graphs && graphs_why.empty() && !captured.ready() && steps_this_run >= kCaptureAfter) {
       // Static inputs and gradients exist before the capture, so every replay reads and writes the same memory.
       static_batch = host_batch.to(device);
@@ -589,7 +604,10 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
       t1 = now_s();
       if (cfg.profile) op_profile.start(0);
       auto logits = model->forward(inputs);
-      auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
+      auto loss =
+          task.active()
+              ? task_loss(logits, targets, device.is_cuda() ? tb.answer.pin_memory().to(device, true) : tb.answer)
+              : torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
       double loss_v = defer_reads ? 0.0 : loss.item<double>();
       op_profile.stop();
       if (sync_sections) device_sync();
@@ -659,23 +677,34 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
       log_record({{"kind", "train"},
                   {"step", step},
                   {"loss", mean_loss},
-                  {"bpc", mean_loss / std::log(2.0)},
+                  {task.active() ? "answer_loss" : "bpc", task.active() ? mean_loss : mean_loss / std::log(2.0)},
                   {"lr", lr},
                   {"tokens_per_s", tps},
                   {"train_s", train_s},
                   {"batch_fnv", fmt::format("{:016x}", fnv1a64(rows.data_ptr(), rows.nbytes()))}});
       if (!cfg.quiet) {
-        fmt::print("step {:>6}  loss {:.4f}  bpc {:.4f}  lr {:.2e}  {:.0f} tok/s  elapsed {}  eta {}\n", step,
-                   mean_loss, mean_loss / std::log(2.0), lr, tps, format_duration(train_s), format_duration(eta));
+        fmt::print("step {:>6}  loss {:.4f}  {} {:.4f}  lr {:.2e}  {:.0f} tok/s  elapsed {}  eta {}\n", step,
+                   mean_loss, task.active() ? "answer loss" : "bpc", task.active() ? mean_loss : mean_loss / std::log(2.0),
+                   lr, tps, format_duration(train_s), format_duration(eta));
         std::fflush(stdout);
       }
       interval_loss = interval_train_s = 0.0;
       interval_steps = 0;
     }
     // The last step is evaluated too, so every learning curve ends where training did (on the same bytes).
-    if (evals_now) {
+    if (evals_now && task.active()) {
+      const double te = now_s();
+      json rec = task_evaluate(model, task, static_cast<uint64_t>(cfg.seed), TaskSplit::valid, cfg.task_eval,
+                               cfg.eval_batch, pg.get());
+      rec.erase("by_distance");
+      eval_s += now_s() - te;
+      rec.update(json{{"kind", "eval"}, {"step", step}, {"train_s", train_s}});
+      evals.push_back(rec);
+      log_record(rec);
+      if (!cfg.quiet) fmt::print("eval  {:>6}  valid accuracy {}\n", step, rec["accuracy"].dump());
+    } else if (evals_now) {
       const EvalResult r =
-          evaluate(model, data, data.valid(), cfg.model.context, cfg.eval_bytes, cfg.eval_batch, pg.get());
+          evaluate(model, *data, data->valid(), cfg.model.context, cfg.eval_bytes, cfg.eval_batch, pg.get());
       eval_s += r.seconds;
       json rec = {{"kind", "eval"}, {"split", "valid"}, {"step", step}, {"bpc", r.bpc},
                   {"bytes", r.bytes}, {"train_s", train_s}};
@@ -726,9 +755,25 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   if (status == "ok") checkpoint_s += save();
 
   json valid_bpc = nullptr, test_bpc = nullptr;
-  if (status == "ok" && cfg.final_eval) {
-    const EvalResult v = evaluate(model, data, data.valid(), cfg.model.context, 0, cfg.eval_batch, pg.get());
-    const EvalResult t = evaluate(model, data, data.test(), cfg.model.context, 0, cfg.eval_batch, pg.get());
+  if (task.active()) {  // accuracy on answers, by distance, beside the graph's reach; never a BPC
+    result["task"] = task_json(task);
+    result["reach"] = task_reach(cfg, task);
+  }
+  if (status == "ok" && cfg.final_eval && task.active()) {
+    const double te = now_s();
+    const json v = task_evaluate(model, task, static_cast<uint64_t>(cfg.seed), TaskSplit::valid, cfg.task_eval,
+                                 cfg.eval_batch, pg.get());
+    const json t = task_evaluate(model, task, static_cast<uint64_t>(cfg.seed), TaskSplit::test, cfg.task_eval,
+                                 cfg.eval_batch, pg.get());
+    eval_s += now_s() - te;
+    result["valid_accuracy"] = v["accuracy"];
+    result["test_accuracy"] = t["accuracy"];
+    result["accuracy_by_distance"] = t["by_distance"];
+    log_record({{"kind", "final"}, {"step", step}, {"valid", v}, {"test", t}});
+    if (!cfg.quiet) fmt::print("final  valid accuracy {}  test accuracy {}\n", v["accuracy"].dump(), t["accuracy"].dump());
+  } else if (status == "ok" && cfg.final_eval) {
+    const EvalResult v = evaluate(model, *data, data->valid(), cfg.model.context, 0, cfg.eval_batch, pg.get());
+    const EvalResult t = evaluate(model, *data, data->test(), cfg.model.context, 0, cfg.eval_batch, pg.get());
     eval_s += v.seconds + t.seconds;
     valid_bpc = v.bpc;
     test_bpc = t.bpc;
@@ -736,7 +781,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                                {"test_bpc", t.bpc}, {"test_bytes", t.bytes}});
     if (!cfg.quiet) fmt::print("final  valid bpc {:.4f}  test bpc {:.4f}\n", v.bpc, t.bpc);
     if (cfg.lens_bytes > 0) {
-      const json lens = context_lens(model, data, cfg.model.context, cfg.lens_bytes, cfg.eval_batch, pg.get(), eval_s);
+      const json lens = context_lens(model, *data, cfg.model.context, cfg.lens_bytes, cfg.eval_batch, pg.get(), eval_s);
       result["context_lens"] = lens;
       log_record({{"kind", "lens"}, {"step", step}, {"context_lens", lens}});
       if (!cfg.quiet && !lens.empty()) {
@@ -746,8 +791,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
       }
     }
   }
-  result["valid_bpc"] = valid_bpc;
-  result["test_bpc"] = test_bpc;
+  if (!task.active()) result["valid_bpc"] = valid_bpc, result["test_bpc"] = test_bpc;
   result["tokens_per_s"] = train_s > 0 ? step * tokens_per_step / train_s : 0.0;
   json timing = {{"train_s", train_s},
                  {"eval_s", eval_s},

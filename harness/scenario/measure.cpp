@@ -18,6 +18,7 @@
 #include "common/files.h"
 #include "harness/lm/config.h"
 #include "harness/lm/data.h"
+#include "harness/lm/tasks.h"
 #include "harness/lm/fast_linear.h"
 #include "harness/lm/model.h"
 #include "harness/lm/trainer.h"
@@ -186,7 +187,9 @@ void measure_model(const Scenario& s, const Point& p, torch::Device device, json
 // sweep killed mid-point): then it continues from there, as `train --resume` would.
 TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
   TrainConfig cfg = p.config;
-  if (cfg.data.empty()) throw Error("kind \"train\" needs /train/data (the enwik8 file)");
+  if (cfg.data.empty() && cfg.task == "enwik8") {
+    throw Error("kind \"train\" needs /train/data (the enwik8 file) or a generated /train/task");
+  }
   cfg.out_dir = out_dir;
   cfg.overwrite = true;
   return cfg;
@@ -197,7 +200,7 @@ void record_train_result(const json& result, const std::string& out_dir, json& r
   copy_present_keys(result,
                     {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size",
                      "context_lens", "resumed_at_steps", "reused_from", "attention_backend", "timing", "device",
-                     "evals"},
+                     "evals", "task", "valid_accuracy", "test_accuracy", "accuracy_by_distance", "reach"},
                     record);
   record["train_dir"] = out_dir;
   const std::string status = result.value("status", std::string("ok"));
@@ -232,8 +235,10 @@ json find_reusable_run(const TrainConfig& cfg, const std::vector<std::string>& r
       }
       if (!config_changes(result["config"], mine, kReuseIgnoredKeys).empty()) continue;
       if (result.value("simd_target", std::string()) != gsa_cpu_target()) continue;
-      if (data_sha.empty()) data_sha = Enwik8(cfg.data).sha256();
-      if (!result.contains("data") || result["data"].value("sha256", std::string()) != data_sha) continue;
+      if (cfg.task == "enwik8") {  // a generated task is its configuration, compared above
+        if (data_sha.empty()) data_sha = Enwik8(cfg.data).sha256();
+        if (!result.contains("data") || result["data"].value("sha256", std::string()) != data_sha) continue;
+      }
       json found = result;
       found["dir"] = dir.string();
       return found;
@@ -300,6 +305,7 @@ void check_points(const Scenario& s, const std::vector<Point>& points) {
       if (s.kind == "train") {
         const TrainConfig cfg = train_config_for_point(p, "check");
         validate_train_config(cfg);
+        if (task_spec(cfg).active()) continue;  // checks the task fields; no data file
         check_data_file(cfg.data, min_data_bytes(cfg.model.context));
       } else if (s.kind == "model") {
         validate_model_config(p.config.model);

@@ -332,7 +332,7 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
         detail += fmt::format(", peak {:.1f} MiB", record["peak_bytes"].get<double>() / (1024.0 * 1024.0));
       }
       // Training points: the quality first.
-      for (const char* split : {"test_bpc", "valid_bpc"}) {  // prepended, so valid comes first
+      for (const char* split : {"test_bpc", "valid_bpc", "test_accuracy"}) {  // prepended, so valid comes first
         if (record.contains(split) && record[split].is_number()) {
           detail = fmt::format("{} {:.3f}, ", split, record[split].get<double>()) + detail;
         }

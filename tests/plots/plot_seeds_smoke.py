@@ -12,7 +12,8 @@ import subprocess
 import sys
 
 FIGURES = ("degree_vs_bpc", "context_vs_bpc", "learning_curves", "context_lens")
-# (kind, baseline, other, n, mean difference, verdict)
+# (kind, baseline, other, n, mean difference, raw verdict: what the interval alone says; the fixture's runs are not
+# flattened, so every final verdict is inconclusive)
 COMPARISONS = [
     ("matched_degree", "bpt(k=2)@64", "fixed(c=4,l=16)@64", 1, 2.47 - 2.50, "unresolved"),
     ("matched_degree", "bpt(k=2)@64", "window(w=8)@64", 3, (-0.05 - 0.05 - 0.03) / 3, "contradicts"),
@@ -49,14 +50,14 @@ def check_stats(doc, fail):
     lens = groups["window(w=16)@64"]["lens_drop"]["mean"]
     if abs(lens - 0.12) > 1e-9:
         fail(f"window(w=16)@64 lens drop {lens}, expected 0.12")
-    comps = [(c["kind"], name(c["baseline"]), name(c["other"]), c) for c in doc["comparisons"]]
+    comps = [(c["kind"], name(c["baseline"]), name(c["other"]), c) for c in doc["comparisons"] if "baseline" in c]
     if sorted(c[:3] for c in comps) != sorted(c[:3] for c in COMPARISONS):
         fail(f"comparisons: {[c[:3] for c in comps]}")
         return
     for kind, base, other, n, mean, verdict in COMPARISONS:
         c = next(c[3] for c in comps if c[:3] == (kind, base, other))
-        if c["n"] != n or abs(c["mean"] - mean) > 1e-9 or c["verdict"] != verdict or c["metric"] != "test_bpc":
-            fail(f"{kind} {base} -> {other}: n={c['n']} mean={c['mean']} {c['verdict']} on {c['metric']}, "
+        if c["n"] != n or abs(c["mean"] - mean) > 1e-9 or c["raw_verdict"] != verdict or c["metric"] != "test_bpc":
+            fail(f"{kind} {base} -> {other}: n={c['n']} mean={c['mean']} {c['raw_verdict']} on {c['metric']}, "
                  f"expected n={n} mean={mean:.6f} {verdict} on test_bpc")
         if (c["ci95"] is None) != (n < 2):
             fail(f"{kind} {base} -> {other}: interval {c['ci95']} with n={n}")
@@ -97,7 +98,8 @@ def main(argv):
                  "| bpt(k=4) | 64 | 16.0 | 3 (1, 2, 3) | 2.4133 ± 0.0153 | [2.3754, 2.4513] |",
                  "| fixed(c=4,l=16) | 64 | 12.0 | 1 (1; seed 2 failed, seed 3 failed) | 2.4700 (1 seed) | "
                  "none (1 seed) |",
-                 "**supports**", "**contradicts**", "**unresolved**", "![learning_curves](plots/learning_curves.png)"):
+                 "| supports | **inconclusive**: gate failed", "| contradicts | **inconclusive**",
+                 "| unresolved | **inconclusive**", "### One test per claim", "![learning_curves](plots/learning_curves.png)"):
         if text not in report:
             problems.append(f"report.md lacks '{text}'")
     for p in problems:

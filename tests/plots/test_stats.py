@@ -153,5 +153,47 @@ class Flattened(unittest.TestCase):
         self.assertIsNone(stats.flattened(evals_of([(20, 2.6), (100, 2.5)]), None))
 
 
+class Corrections(unittest.TestCase):
+    def test_holm_by_hand(self):
+        # Sorted 0.01, 0.02, 0.04 -> 3 x 0.01, max(0.03, 2 x 0.02), max(0.04, 1 x 0.04); None is not a test.
+        adj = stats.holm([0.04, None, 0.01, 0.02])
+        self.assertIsNone(adj[1])
+        for got, want in zip([adj[0], adj[2], adj[3]], [0.04, 0.03, 0.04]):
+            self.assertAlmostEqual(got, want, places=15)
+        self.assertEqual(stats.holm([0.6, 0.9]), [1.0, 1.0])
+
+    def test_t_test_p_matches_the_interval(self):
+        # A mean whose 95% interval just touches zero has p = 0.05.
+        s = stats.summary([1.0, 2.0, 3.0])
+        shifted = stats.summary([x - s["ci95"][0] + s["mean"] - s["mean"] for x in (1.0, 2.0, 3.0)])
+        self.assertAlmostEqual(stats.t_test_p(dict(shifted, mean=s["half_width"])), 0.05, places=9)
+        self.assertIsNone(stats.t_test_p(stats.summary([1.0])))
+        self.assertEqual(stats.t_test_p(stats.summary([1.0, 1.0])), 0.0)
+
+    def test_gated_verdict_reasons(self):
+        self.assertEqual(stats.gated_verdict(0.1, 0.2, +1, 0.01), ("supports", "interval excludes zero after the "
+                                                                   "Holm correction"))
+        self.assertEqual(stats.gated_verdict(-0.2, -0.1, +1, 0.01)[0], "contradicts")
+        self.assertEqual(stats.gated_verdict(0.1, 0.2, +1, 0.2)[0], "inconclusive")
+        self.assertEqual(stats.gated_verdict(-0.1, 0.2, +1, 0.01)[1], "95% interval contains zero")
+        self.assertEqual(stats.gated_verdict(0.1, 0.2, +1, 0.01, ["runs not flattened (1 of 2)"]),
+                         ("inconclusive", "gate failed: runs not flattened (1 of 2)"))
+        self.assertEqual(stats.gated_verdict(None, None, +1)[1], "fewer than 2 paired seeds")
+
+    def test_run_gates(self):
+        self.assertEqual(stats.run_gates([{"flattened": True, "valid_bpc": 2.3}]), [])
+        self.assertEqual(stats.run_gates([{"flattened": None, "valid_bpc": 2.5}, {"flattened": True, "valid_bpc": 2.3}]),
+                         ["runs not flattened (1 of 2)", "valid BPC above the 2.4 bound (1 of 2)"])
+
+    def test_slope_and_wilson(self):
+        self.assertAlmostEqual(stats.slope([6, 7, 8, 9], [2.0, 2.1, 2.2, 2.3]), 0.1, places=12)
+        with self.assertRaises(ValueError):
+            stats.slope([1, 1], [2, 3])
+        lo, hi = stats.binomial_interval(50, 100)
+        self.assertAlmostEqual(lo + hi, 1.0, places=12)
+        self.assertAlmostEqual(hi - 0.5, 0.0962, places=3)
+        self.assertIsNone(stats.binomial_interval(0, 0))
+
+
 if __name__ == "__main__":
     unittest.main()

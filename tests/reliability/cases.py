@@ -366,6 +366,32 @@ def corrupt_checkpoints(w):
         raise Failure("\n".join(failures))
 
 
+# Generated tasks: a bad task, parameter or a task with a data file exits 2 naming the field; nothing is written.
+@case
+def task_bad_input(w):
+    base = ["train", "--out", "t"] + TRAIN_TINY + ["--steps", "2"]
+    w.run(base + ["--task", "copy"], 2, "--task", "recall_distance")
+    w.run(base + ["--task", "mqar", "--task-pairs", "9"], 2, "task_pairs")  # 9 pairs: 36 tokens > context 32
+    w.run(base + ["--task", "mqar", "--task-pairs", "5", "--task-vocab", "16"], 2, "task_pairs", "task_vocab 16")
+    w.run(base + ["--task", "recall_distance", "--task-distances", "4,32"], 2, "task_distances", "distance 32")
+    w.run(base + ["--task", "recall_distance", "--task-distances", "4;8"], 2, "task_distances")
+    w.run(base + ["--task", "mqar", "--data", w.data], 2, "task", "--data")
+    w.run(base + ["--task", "khop", "--task-hops", "300"], 2, "--task-hops")
+    if os.path.exists(os.path.join(w.dir, "t")):
+        raise Failure("a refused task run left --out t behind")
+    doc = train_doc(w.data, task="mqar")
+    w.run(["run", scenario(w, "task_data.json", doc), "--out", "r"], 2, "task", "/train/data")
+    if os.path.exists(os.path.join(w.dir, "r")):
+        raise Failure("a refused task scenario left its run directory behind")
+    # A task run trains without --data and records accuracy, never a BPC.
+    w.run(base + ["--task", "recall_distance", "--task-distances", "4,8", "--task-pairs", "2", "--task-eval", "8"], 0)
+    with open(os.path.join(w.dir, "t", "result.json")) as f:
+        result = json.load(f)
+    if "test_bpc" in result or result.get("task", {}).get("name") != "recall_distance" or \
+            not isinstance(result.get("test_accuracy"), float):
+        raise Failure(f"task result.json: {sorted(result)}")
+
+
 def main():
     binary, root = sys.argv[1], sys.argv[2]
     if sys.argv[3:] == ["--list"]:

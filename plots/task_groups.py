@@ -1,0 +1,124 @@
+# task_groups.py: records of generated-task runs grouped over seeds, accuracy by distance beside the graph's reach.
+"""Task runs (train records with a "task"): accuracy over seeds, per distance bucket, against the reach prediction.
+
+group_tasks(records) -> groups, each with its per-bucket accuracy summary (Student-t over seeds, and pooled answers
+with a Wilson interval), the graph's reach for the bucket (fraction of sampled query positions whose key and value
+arrive within the model's layers) and the prediction check:
+  unreachable bucket (no sampled query reaches it): the prediction holds when pooled accuracy lies within the 95%
+  binomial interval around chance, and fails otherwise;
+  reachable bucket: "retrieves" when the pooled Wilson interval lies above chance, "at chance" otherwise (reach is
+  necessary, not sufficient).
+contrasts(groups) pairs each non-bpt group with the bpt group of nearest degree at its length and task (only within
+MATCHED_RATIO of it: segtree and dense are not at matched degree), per bucket, seed by seed (bpt - other); the
+buckets beyond the other pattern's reach form one family and those within it another, each Holm-corrected.
+"""
+import math
+from collections import defaultdict
+
+import stats
+
+Z95 = 1.959963984540054
+MATCHED_RATIO = 1.5  # degrees further apart than this are not a matched-degree pair
+
+
+def is_task_record(r):
+    return r.get("kind") == "train" and isinstance(r.get("task"), dict)
+
+
+def config_of(r):
+    return r.get("config_id") or r.get("point") or f"index={r.get('index')}"
+
+
+def chance_interval(chance, n):
+    """The 95% range of the accuracy of n independent guesses at chance."""
+    half = Z95 * math.sqrt(chance * (1 - chance) / n) if n else float("inf")
+    return [chance - half, chance + half]
+
+
+def bucket_summary(rows, k, chance):
+    accs, correct, answers = [], 0.0, 0
+    for r in rows:
+        by = r.get("accuracy_by_distance") or []
+        if k < len(by) and stats.is_number(by[k].get("accuracy")):
+            accs.append(by[k]["accuracy"])
+            correct += by[k]["accuracy"] * by[k]["answers"]
+            answers += by[k]["answers"]
+    reach = [((r.get("reach") or {}).get("buckets") or [None] * (k + 1))[k] for r in rows]
+    reach = next((x for x in reach if isinstance(x, dict)), {})
+    first = (rows[0].get("accuracy_by_distance") or [{}] * (k + 1))[k]
+    out = {"lo": first.get("lo"), "hi": first.get("hi"), "accuracy": stats.summary(accs), "answers": answers,
+           "pooled_accuracy": correct / answers if answers else None,
+           "pooled_ci95": stats.binomial_interval(round(correct), answers),
+           "fraction_reachable": reach.get("fraction_reachable"), "min_hops": reach.get("min_hops"),
+           "max_hops": reach.get("max_hops"), "per_seed": accs}
+    lo, hi = chance_interval(chance, answers)
+    if out["fraction_reachable"] == 0:
+        out["prediction"] = "holds" if answers and lo <= out["pooled_accuracy"] <= hi else "fails"
+    elif out["pooled_ci95"] and out["pooled_ci95"][0] > chance:
+        out["prediction"] = "retrieves"
+    else:
+        out["prediction"] = "at chance"
+    return out
+
+
+def group_tasks(records):
+    rows = defaultdict(list)
+    for r in records:
+        if is_task_record(r) and r.get("status") == "ok":
+            rows[config_of(r)].append(r)
+    groups = []
+    for cid, rs in rows.items():
+        first = rs[0]
+        task = first["task"]
+        chance = task.get("chance")
+        nb = min(len(r.get("accuracy_by_distance") or []) for r in rs)
+        groups.append({
+            "config_id": cid, "label": first.get("label", first.get("pattern")), "pattern": first.get("pattern"),
+            "params": first.get("params"), "length": first.get("length"), "degree": first.get("degree"),
+            "layers": first.get("layers"), "task": task.get("name"), "task_params": task.get("params"),
+            "chance": chance, "seeds": [r.get("seed") for r in rs], "n": len(rs),
+            "test_accuracy": stats.summary([r["test_accuracy"] for r in rs if stats.is_number(r.get("test_accuracy"))]),
+            "tokens_per_s": stats.summary([r["tokens_per_s"] for r in rs if stats.is_number(r.get("tokens_per_s"))]),
+            "per_seed": {r.get("seed"): r for r in rs},
+            "buckets": [bucket_summary(rs, k, chance) for k in range(nb)]})
+    groups.sort(key=lambda g: (str(g["task"]), g["length"] or 0, str(g["pattern"]), g["degree"] or 0.0))
+    return groups
+
+
+def contrasts(groups):
+    """bpt - other accuracy per bucket, paired by seed, at the nearest bpt degree (same task and length)."""
+    out = []
+    keyed = defaultdict(list)
+    for g in groups:
+        keyed[(g["task"], g["length"])].append(g)
+    for (task, length), gs in sorted(keyed.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+        bpts = [g for g in gs if g["pattern"] == "bpt" and g["degree"]]
+        for g in gs:
+            if g["pattern"] == "bpt" or not bpts or not g["degree"]:
+                continue
+            b = min(bpts, key=lambda x: abs(math.log(g["degree"] / x["degree"])))
+            if abs(math.log(g["degree"] / b["degree"])) > math.log(MATCHED_RATIO):
+                continue
+            for k, (bb, gb) in enumerate(zip(b["buckets"], g["buckets"])):
+                seeds = sorted(set(b["per_seed"]) & set(g["per_seed"]), key=stats._seed_order)
+
+                def acc(grp, s):
+                    by = grp["per_seed"][s].get("accuracy_by_distance") or []
+                    return by[k]["accuracy"] if k < len(by) and stats.is_number(by[k].get("accuracy")) else None
+                pairs = [(acc(b, s), acc(g, s)) for s in seeds]
+                d = stats.summary([x - y for x, y in pairs if x is not None and y is not None])
+                beyond = gb["fraction_reachable"] == 0
+                out.append(dict(d, task=task, length=length, lo=gb["lo"], hi=gb["hi"], bpt=b["label"],
+                                other=g["label"], other_beyond_reach=beyond,
+                                family=f"{task}@{length}: bpt vs {g['label']} {'beyond' if beyond else 'within'} "
+                                       "its reach", p=stats.t_test_p(d)))
+    families = defaultdict(list)
+    for c in out:
+        families[c["family"]].append(c)
+    for cs in families.values():
+        for c, p in zip(cs, stats.holm([c["p"] for c in cs])):
+            c["p_holm"] = p
+    for c in out:
+        ci = c["ci95"] or [None, None]
+        c["verdict"], c["verdict_reason"] = stats.gated_verdict(ci[0], ci[1], +1, c["p_holm"])
+    return out

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+# test_task_groups.py: plots/task_groups.py, accuracy by distance against the reach prediction (python3 ...).
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "plots"))
+import task_groups  # noqa: E402
+
+
+def rec(pattern, degree, seed, accs, reach, answers=400, length=512):
+    """A task record with one bucket per (distance, accuracy) and the graph's reach fraction for each."""
+    by = [{"lo": d, "hi": d, "answers": answers, "accuracy": a} for d, a in accs]
+    rb = [{"lo": d, "hi": d, "fraction_reachable": f, "min_hops": 1 if f else 3, "max_hops": 2 if f else 3}
+          for (d, _), f in zip(accs, reach)]
+    return {"kind": "train", "status": "ok", "pattern": pattern, "label": pattern, "length": length, "degree": degree,
+            "layers": 2, "seed": seed, "config_id": f"{pattern}/n={length}", "tokens_per_s": 1000.0,
+            "task": {"name": "recall_distance", "chance": 0.0625, "params": {}}, "test_accuracy": 0.5,
+            "accuracy_by_distance": by, "reach": {"layers": 2, "buckets": rb}}
+
+
+class Prediction(unittest.TestCase):
+    def setUp(self):
+        self.records = []
+        for s, noise in ((1, 0.00), (2, 0.01), (3, -0.01)):
+            # window: retrieves at 8, at chance at 64 (beyond its reach), far above chance at 128 (a leak: fails)
+            self.records.append(rec("window", 48.0, s, [(8, 0.9 + noise), (64, 0.0625 + noise / 2),
+                                                        (128, 0.5 + noise)], [1.0, 0.0, 0.0]))
+            self.records.append(rec("bpt", 47.5, s, [(8, 0.8 + noise), (64, 0.7 + noise), (128, 0.6 + noise)],
+                                    [1.0, 1.0, 1.0]))
+
+    def test_holds_fails_and_retrieves(self):
+        groups = {g["pattern"]: g for g in task_groups.group_tasks(self.records)}
+        w = groups["window"]["buckets"]
+        self.assertEqual([b["prediction"] for b in w], ["retrieves", "holds", "fails"])
+        self.assertEqual(w[1]["answers"], 1200)
+        self.assertAlmostEqual(w[1]["accuracy"]["mean"], 0.0625, places=12)
+        self.assertEqual([b["prediction"] for b in groups["bpt"]["buckets"]], ["retrieves"] * 3)
+
+    def test_contrasts_beyond_reach_are_one_corrected_family(self):
+        cs = task_groups.contrasts(task_groups.group_tasks(self.records))
+        self.assertEqual([(c["lo"], c["other_beyond_reach"]) for c in cs], [(8, False), (64, True), (128, True)])
+        far = [c for c in cs if c["other_beyond_reach"]]
+        self.assertEqual(len({c["family"] for c in far}), 1)
+        for c in far:
+            self.assertGreaterEqual(c["p_holm"], c["p"])
+        self.assertEqual(cs[0]["family"], "recall_distance@512: bpt vs window within its reach")
+        self.assertAlmostEqual(cs[1]["mean"], 0.7 - 0.0625, places=12)
+        self.assertEqual(cs[1]["verdict"], "supports")
+
+
+if __name__ == "__main__":
+    unittest.main()

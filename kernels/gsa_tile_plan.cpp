@@ -3,8 +3,6 @@
 
 #include <algorithm>
 
-#include "kernels/gsa_split_plan.h"
-
 namespace sb {
 
 GsaTilePlan gsa_tile_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_nodes, const GsaTileOptions& options) {
@@ -63,7 +61,8 @@ std::vector<int64_t> gsa_fallback_schedule(const std::vector<int64_t>& full, int
   if (full.empty()) {
     order = plan.fallback_rows;
   } else {
-    const GsaScheduleView s = gsa_schedule_view(full.data(), n_rows, n_pieces, n_split);
+    const GsaScheduleView s =
+        gsa_schedule_view_sized(full.data(), GsaScheduleSizes{n_pieces, n_split, n_rows - n_split});
     for (int64_t i = 0; i < n_split; ++i) {
       if (!fallback[s.split_rows[i]]) continue;
       split_rows.push_back(s.split_rows[i]);

@@ -378,19 +378,21 @@ std::string compare_run(const RefResult& ref, const GsaRunOutputs& run, const Gs
 }
 
 std::vector<std::string> run_backend_table(const std::string& pattern, GsaDevice device, GsaTestMemory& mem) {
-  struct Tally {
-    int passed = 0, failed = 0;
-    std::map<std::string, int> unsupported;  // reason -> rows
-  };
   std::vector<const GsaBackend*> backends;
   for (const GsaBackend* b : gsa_backends()) {
     if (b->device() == device) backends.push_back(b);
   }
+  if (backends.empty()) return {fmt::format("no {} backend is registered", gsa_device_name(device))};
+  return run_backend_table(pattern, backends, mem);
+}
+
+std::vector<std::string> run_backend_table(const std::string& pattern, const std::vector<const GsaBackend*>& backends,
+                                           GsaTestMemory& mem) {
+  struct Tally {
+    int passed = 0, failed = 0;
+    std::map<std::string, int> unsupported;  // reason -> rows
+  };
   std::vector<std::string> failures;
-  if (backends.empty()) {
-    failures.push_back(fmt::format("no {} backend is registered", gsa_device_name(device)));
-    return failures;
-  }
   const std::vector<GsaDtypeRows>& dtypes = gsa_dtype_rows();
   std::vector<std::vector<Tally>> tally(backends.size(), std::vector<Tally>(dtypes.size()));
   for (const GsaCase& c : gsa_case_table(find_pattern(pattern))) {

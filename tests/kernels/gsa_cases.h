@@ -120,5 +120,8 @@ std::string compare_run(const RefResult& ref, const GsaRunOutputs& run, const Gs
 // the failures ("<backend> <dtype> <case id>: <what differs>") and, as a failure too, any backend that ran
 // no row at all.
 std::vector<std::string> run_backend_table(const std::string& pattern, GsaDevice device, GsaTestMemory& mem);
+// The same table on the given backends (all of one device, e.g. one a test makes that is not registered).
+std::vector<std::string> run_backend_table(const std::string& pattern, const std::vector<const GsaBackend*>& backends,
+                                           GsaTestMemory& mem);
 
 }  // namespace sb::test

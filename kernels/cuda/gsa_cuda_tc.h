@@ -1,0 +1,29 @@
+// The tensor-core forward of graph self-attention (bf16/fp16, no relation embeddings, D in {16, 32, 64, 128}): dense
+// 16-row tiles (kernels/gsa_tile_plan.h) on wmma, the other rows through the per-edge kernels of gsa_cuda.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/gsa_params.h"
+
+namespace sb {
+
+// "" when gsa_forward_cuda_tc puts dense tiles of p on tensor cores, else why not, e.g. "dtype float32 (the
+// tensor-core forward takes float16 and bfloat16)". Reads shapes and dtype only.
+std::string gsa_cuda_tc_unsupported(const GsaParams& p);
+
+// What one forward call ran where (the share of edges on tensor cores).
+struct GsaTcStats {
+  int64_t tiles = 0, dense_tiles = 0;
+  int64_t edges = 0, dense_edges = 0;
+  bool tensor_cores = false;  // false: the whole call ran on the per-edge kernels (unsupported, or q/k/v unaligned)
+};
+
+// Forward of p (device pointers, stream a cudaStream_t): plans the tiles on the host from p.graph (copied from the
+// device, once per call: the device view carries no tile plan), runs dense tiles on tensor cores and the other rows
+// through gsa_forward_cuda on the schedule restricted to them. Writes o and lse like gsa_forward_cuda, so the
+// per-edge backward runs after it. Calls gsa_cuda_tc_unsupported(p) != "" run gsa_forward_cuda whole.
+GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream);
+
+}  // namespace sb

@@ -1,0 +1,50 @@
+// The "cuda:tc" backend: the tensor-core forward (gsa_cuda_tc.h) on the calls it takes, the lane-group kernels for
+// everything else and for the backward (which reads the o and lse either forward writes).
+#include <string>
+
+#include "kernels/cuda/gsa_cuda_backend.h"
+#include "kernels/cuda/gsa_cuda_tc.h"
+
+namespace sb {
+
+namespace {
+
+thread_local GsaTcStats g_last_stats;
+
+class CudaTcBackend final : public GsaBackend {
+ public:
+  explicit CudaTcBackend(bool strict) : strict_(strict) {}
+  std::string name() const override { return "cuda:tc"; }
+  GsaDevice device() const override { return GsaDevice::cuda; }
+  std::string unsupported(const GsaParams& p) const override {
+    if (p.D < 1 || p.D > kGsaCudaMaxD) {
+      return "head dimension D = " + std::to_string(p.D) + " (the CUDA kernels take 1 to " +
+             std::to_string(kGsaCudaMaxD) + ")";
+    }
+    return strict_ ? gsa_cuda_tc_unsupported(p) : "";
+  }
+  int64_t forward_workspace_bytes(const GsaParams& p) const override { return gsa_cuda_forward_workspace_bytes(p); }
+  GsaWorkspace backward_workspace(const GsaParams& p) const override {
+    const int64_t acc_bytes = p.dtype == GsaDtype::f64 ? 8 : 4;
+    return {gsa_cuda_delta_elems(p) * acc_bytes, gsa_cuda_workspace_bytes(p)};
+  }
+  void forward(const GsaParams& p, void* stream) const override {
+    gsa_require_supported(*this, p);
+    g_last_stats = gsa_forward_cuda_tc(p, stream);
+  }
+  void backward(const GsaParams& p, void* stream) const override {
+    gsa_require_supported(*this, p);
+    gsa_backward_cuda(p, stream, GsaCudaKernels::lane_groups);
+  }
+
+ private:
+  bool strict_;
+};
+
+}  // namespace
+
+std::unique_ptr<GsaBackend> make_gsa_cuda_tc_backend(bool strict) { return std::make_unique<CudaTcBackend>(strict); }
+
+GsaTcStats gsa_cuda_tc_last_stats() { return g_last_stats; }
+
+}  // namespace sb

@@ -14,7 +14,7 @@ std::unique_ptr<GsaBackend> make_gsa_cuda_backend(GsaCudaKernels kernels);
 // tensor cores, the rest on the lane groups. strict: unsupported() also refuses the calls the tensor-core forward
 // does not take (the parity table's entry); otherwise it takes every call "cuda" takes (SB_CUDA_KERNELS=tc).
 std::unique_ptr<GsaBackend> make_gsa_cuda_tc_backend(bool strict);
-// What the calling thread's last cuda:tc forward ran on tensor cores.
-GsaTcStats gsa_cuda_tc_last_stats();
+// What the calling thread's last cuda:tc forward (or backward) ran on tensor cores.
+GsaTcStats gsa_cuda_tc_last_stats(bool backward = false);
 
 }  // namespace sb

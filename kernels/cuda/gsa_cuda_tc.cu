@@ -30,15 +30,6 @@ constexpr int kThreadsPerRow = kTcThreads / kRows;      // 8: the softmax's thre
 constexpr int kVec = 8;                                 // 2-byte elements per 16-byte load
 static_assert(kChunk == kGsaTileMaskBits, "a chunk's mask is one word per row");
 
-// The dense tiles on the device (gsa_tile_plan's arrays).
-struct TcTiles {
-  const int64_t* dense_tile;
-  const int64_t* union_ptr;
-  const int32_t* union_col;
-  const int64_t* mask_ptr;
-  const uint32_t* mask;
-};
-
 template <typename T> __device__ __forceinline__ T to_elem(float x);
 template <> __device__ __forceinline__ __half to_elem<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
@@ -75,9 +66,11 @@ __device__ __forceinline__ float row_sum(float x) {
   return x;
 }
 
-// grid (dense tiles, B * H); q, k, v, o: [B, N, H, D] with 16-byte aligned rows; lse: [B, N, H] fp32.
+// grid (dense tiles, B * H); q, k, v, o: [B, N, H, D] with 16-byte aligned rows; lse: [B, N, H] fp32; the tiles in
+// p.graph.tiles.
 template <typename T, int D>
-__global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p, TcTiles tiles) {
+__global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p) {
+  const GsaTileView& tiles = p.graph.tiles;
   __shared__ TcShared<T, D> sm;
   using Sh = TcShared<T, D>;
   constexpr int kVecs = D / kVec;  // 16-byte vectors per row
@@ -97,7 +90,8 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p, TcT
 
   for (int x = tid; x < kRows * kVecs; x += kTcThreads) {
     const int r = x / kVecs, c = x % kVecs;
-    const uint4 val = r < rows ? *reinterpret_cast<const uint4*>(q + offset(p.q_strides, b, r0 + r, h) + c * kVec) : zero;
+    const T* src = q + offset(p.q_strides, b, r0 + r, h) + c * kVec;
+    const uint4 val = r < rows ? *reinterpret_cast<const uint4*>(src) : zero;
     *reinterpret_cast<uint4*>(sm.q + r * Sh::kLdT + c * kVec) = val;
   }
   for (int x = tid; x < kRows * D; x += kTcThreads) sm.o[(x / D) * Sh::kLdO + x % D] = 0.0f;
@@ -183,6 +177,130 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p, TcT
   }
 }
 
+// Shared memory of the dq kernel: q and dO tiles, the chunk's k and v rows, S and dP (fp32), dS in the input type,
+// the dq accumulator (fp32).
+template <typename T, int D>
+struct TcDqShared {
+  static constexpr int kLdT = D + 8;
+  static constexpr int kLdP = kChunk + 8;
+  static constexpr int kLdS = kChunk + 4;
+  static constexpr int kLdO = D + 4;
+  alignas(32) T q[kRows * kLdT];
+  alignas(32) T d_o[kRows * kLdT];
+  alignas(32) T k[kChunk * kLdT];
+  alignas(32) T v[kChunk * kLdT];
+  alignas(32) float s[kRows * kLdS];
+  alignas(32) float dp[kRows * kLdS];
+  alignas(32) T ds[kRows * kLdP];
+  alignas(32) float acc[kRows * kLdO];
+};
+
+// dq of the rows of dense tiles: dq_u = scale * sum_v dS_uv k_v with dS = P (dO_u . v_v - delta_u), P = exp(s - lse_u),
+// S and dP on wmma per 32-column chunk (warps 0-1: S = Q K^T, warps 2-3: dP = dO V^T), dq += dS K on wmma. grid (dense
+// tiles, B * H); reads lse and delta [B, N, H] fp32 (the forward's and the lane-group backward's).
+template <typename T, int D>
+__global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(GsaParams p) {
+  __shared__ TcDqShared<T, D> sm;
+  using Sh = TcDqShared<T, D>;
+  const GsaTileView& tiles = p.graph.tiles;
+  constexpr int kVecs = D / kVec;
+  const int64_t i = blockIdx.x;
+  const int64_t b = blockIdx.y / p.H, h = blockIdx.y % p.H;
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int64_t r0 = tiles.dense_tile[i] * kRows;
+  const int64_t rows = p.N - r0 < kRows ? p.N - r0 : kRows;
+  const int64_t u0 = tiles.union_ptr[i];
+  const int64_t n_union = tiles.union_ptr[i + 1] - u0;
+  const int64_t words = (n_union + kChunk - 1) / kChunk;
+  const uint32_t* mask = tiles.mask + tiles.mask_ptr[i];
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const T* d_o = static_cast<const T*>(p.d_o);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+
+  for (int x = tid; x < kRows * kVecs; x += kTcThreads) {
+    const int r = x / kVecs, c = x % kVecs;
+    uint4 qv = zero, dv = zero;
+    if (r < rows) {
+      qv = *reinterpret_cast<const uint4*>(q + offset(p.q_strides, b, r0 + r, h) + c * kVec);
+      dv = *reinterpret_cast<const uint4*>(d_o + offset(p.d_o_strides, b, r0 + r, h) + c * kVec);
+    }
+    *reinterpret_cast<uint4*>(sm.q + r * Sh::kLdT + c * kVec) = qv;
+    *reinterpret_cast<uint4*>(sm.d_o + r * Sh::kLdT + c * kVec) = dv;
+  }
+  for (int x = tid; x < kRows * D; x += kTcThreads) sm.acc[(x / D) * Sh::kLdO + x % D] = 0.0f;
+  const int row = tid / kThreadsPerRow, sub = tid % kThreadsPerRow;
+  const int64_t stat = (b * p.N + r0 + row) * p.H + h;
+  const float lse = row < rows ? static_cast<const float*>(p.lse)[stat] : 0.0f;
+  const float delta = row < rows ? static_cast<const float*>(p.delta)[stat] : 0.0f;
+  const float scale = static_cast<float>(p.scale);
+  for (int64_t c0 = 0; c0 < n_union; c0 += kChunk) {
+    for (int x = tid; x < kChunk * kVecs; x += kTcThreads) {
+      const int j = x / kVecs, c = x % kVecs;
+      uint4 kv = zero, vv = zero;
+      if (c0 + j < n_union) {
+        const int64_t src = tiles.union_col[u0 + c0 + j];
+        kv = *reinterpret_cast<const uint4*>(k + offset(p.k_strides, b, src, h) + c * kVec);
+        vv = *reinterpret_cast<const uint4*>(v + offset(p.v_strides, b, src, h) + c * kVec);
+      }
+      *reinterpret_cast<uint4*>(sm.k + j * Sh::kLdT + c * kVec) = kv;
+      *reinterpret_cast<uint4*>(sm.v + j * Sh::kLdT + c * kVec) = vv;
+    }
+    __syncthreads();
+    {
+      const int half = warp % 2;               // which 16 columns of the chunk
+      const T* a = warp < 2 ? sm.q : sm.d_o;   // S = Q K^T or dP = dO V^T
+      const T* bt = warp < 2 ? sm.k : sm.v;
+      float* out = warp < 2 ? sm.s : sm.dp;
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+        wmma::load_matrix_sync(fa, a + kk * 16, Sh::kLdT);
+        wmma::load_matrix_sync(fb, bt + half * 16 * Sh::kLdT + kk * 16, Sh::kLdT);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+      wmma::store_matrix_sync(out + half * 16, acc, Sh::kLdS, wmma::mem_row_major);
+    }
+    __syncthreads();
+    {
+      const uint32_t bits = mask[row * words + c0 / kChunk];
+#pragma unroll
+      for (int t = 0; t < kChunk / kThreadsPerRow; ++t) {
+        const int j = sub + kThreadsPerRow * t;
+        float ds = 0.0f;
+        if ((bits >> j) & 1u) {
+          const float pr = gsa_prob(sm.s[row * Sh::kLdS + j] * scale, lse);
+          ds = gsa_dscore(pr, sm.dp[row * Sh::kLdS + j], delta);
+        }
+        sm.ds[row * Sh::kLdP + j] = to_elem<T>(ds);
+      }
+    }
+    __syncthreads();
+    for (int n = warp; n < D / 16; n += kTcThreads / 32) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::load_matrix_sync(acc, sm.acc + n * 16, Sh::kLdO, wmma::mem_row_major);
+#pragma unroll
+      for (int kk = 0; kk < kChunk / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+        wmma::load_matrix_sync(fa, sm.ds + kk * 16, Sh::kLdP);
+        wmma::load_matrix_sync(fb, sm.k + kk * 16 * Sh::kLdT + n * 16, Sh::kLdT);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+      wmma::store_matrix_sync(sm.acc + n * 16, acc, Sh::kLdO, wmma::mem_row_major);
+    }
+    __syncthreads();
+  }
+  if (row < rows) {
+    T* out = static_cast<T*>(p.dq) + offset(p.dq_strides, b, r0 + row, h);
+    for (int d = sub; d < D; d += kThreadsPerRow) out[d] = to_elem<T>(sm.acc[row * Sh::kLdO + d] * scale);
+  }
+}
+
 void cuda_check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) throw Error(std::string("graph_attention forward (tensor cores): ") + what + ": " +
                                       cudaGetErrorString(err));
@@ -194,23 +312,81 @@ bool aligned_rows(const void* ptr, const GsaStrides& s) {
 }
 
 template <typename T>
-void launch_tiles(const GsaParams& p, const TcTiles& tiles, int64_t n_dense, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(n_dense), static_cast<unsigned>(p.B * p.H));
+void launch_tiles(const GsaParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.graph.tiles.n_dense), static_cast<unsigned>(p.B * p.H));
   switch (p.D) {
-    case 16: tc_forward_kernel<T, 16><<<grid, kTcThreads, 0, stream>>>(p, tiles); break;
-    case 32: tc_forward_kernel<T, 32><<<grid, kTcThreads, 0, stream>>>(p, tiles); break;
-    case 64: tc_forward_kernel<T, 64><<<grid, kTcThreads, 0, stream>>>(p, tiles); break;
-    default: tc_forward_kernel<T, 128><<<grid, kTcThreads, 0, stream>>>(p, tiles); break;
+    case 16: tc_forward_kernel<T, 16><<<grid, kTcThreads, 0, stream>>>(p); break;
+    case 32: tc_forward_kernel<T, 32><<<grid, kTcThreads, 0, stream>>>(p); break;
+    case 64: tc_forward_kernel<T, 64><<<grid, kTcThreads, 0, stream>>>(p); break;
+    default: tc_forward_kernel<T, 128><<<grid, kTcThreads, 0, stream>>>(p); break;
   }
   cuda_check(cudaGetLastError(), "launch");
 }
 
-template <typename X>
-size_t append(std::vector<char>& buf, const std::vector<X>& x) {
-  const size_t at = (buf.size() + 15) / 16 * 16;
-  buf.resize(at + x.size() * sizeof(X));
-  if (!x.empty()) std::memcpy(buf.data() + at, x.data(), x.size() * sizeof(X));
-  return at;
+template <typename T>
+void launch_dq_tiles(const GsaParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.graph.tiles.n_dense), static_cast<unsigned>(p.B * p.H));
+  switch (p.D) {
+    case 16: tc_dq_kernel<T, 16><<<grid, kTcThreads, 0, stream>>>(p); break;
+    case 32: tc_dq_kernel<T, 32><<<grid, kTcThreads, 0, stream>>>(p); break;
+    case 64: tc_dq_kernel<T, 64><<<grid, kTcThreads, 0, stream>>>(p); break;
+    default: tc_dq_kernel<T, 128><<<grid, kTcThreads, 0, stream>>>(p); break;
+  }
+  cuda_check(cudaGetLastError(), "launch (dq)");
+}
+
+// Backward: the lane groups' delta, dk, dv and the other rows' dq (their schedule restricted to them), then the dense
+// tiles' dq on tensor cores (after delta, on the same stream).
+void run_backward_tiles(const GsaParams& p, cudaStream_t stream) {
+  GsaParams rest = p;
+  rest.graph.rows = p.graph.tiles.rest;
+  gsa_backward_cuda(rest, stream, GsaCudaKernels::lane_groups);
+  if (p.graph.tiles.n_dense > 0) {
+    if (p.dtype == GsaDtype::bf16) {
+      launch_dq_tiles<__nv_bfloat16>(p, stream);
+    } else {
+      launch_dq_tiles<__half>(p, stream);
+    }
+  }
+}
+
+// Dense tiles on tensor cores, the other rows on the lane groups; p.graph.tiles on the device.
+void run_tiles(const GsaParams& p, cudaStream_t stream) {
+  const GsaTileView& tiles = p.graph.tiles;
+  if (tiles.n_dense > 0) {
+    if (p.dtype == GsaDtype::bf16) {
+      launch_tiles<__nv_bfloat16>(p, stream);
+    } else {
+      launch_tiles<__half>(p, stream);
+    }
+  }
+  if (tiles.n_rest_rows > 0) {
+    GsaParams rest = p;
+    rest.graph.rows = tiles.rest;
+    gsa_forward_cuda(rest, stream, GsaCudaKernels::lane_groups);
+  }
+}
+
+// The tiles of a graph that carries none: its CSR and schedule to the host, planned, packed and uploaded for this call.
+GsaPackedTiles plan_per_call(const GsaParams& p, cudaStream_t stream) {
+  const int64_t n = p.graph.n_nodes, ne = p.graph.n_edges;
+  std::vector<int64_t> row_ptr(static_cast<size_t>(n + 1));
+  std::vector<int32_t> col(static_cast<size_t>(ne));
+  cuda_check(cudaMemcpyAsync(row_ptr.data(), p.graph.row_ptr, row_ptr.size() * 8, cudaMemcpyDeviceToHost, stream),
+             "row_ptr to host");
+  if (ne > 0) {
+    cuda_check(cudaMemcpyAsync(col.data(), p.graph.col, col.size() * 4, cudaMemcpyDeviceToHost, stream),
+               "col to host");
+  }
+  const GsaScheduleView& rows = p.graph.rows;
+  std::vector<int64_t> full;
+  if (rows.order != nullptr) {
+    full.resize(static_cast<size_t>(3 * rows.n_pieces + 2 * rows.n_split + 1 + rows.n_order));
+    cuda_check(cudaMemcpyAsync(full.data(), rows.piece_begin, full.size() * 8, cudaMemcpyDeviceToHost, stream),
+               "schedule to host");
+  }
+  cuda_check(cudaStreamSynchronize(stream), "graph to host");
+  return gsa_pack_tiles(gsa_tile_plan(row_ptr.data(), col.data(), n), full, rows.n_pieces, rows.n_split);
 }
 
 }  // namespace
@@ -239,56 +415,58 @@ GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream_ptr) {
     return stats;
   }
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
-  const int64_t n = p.graph.n_nodes, ne = p.graph.n_edges;
-  std::vector<int64_t> row_ptr(static_cast<size_t>(n + 1));
-  std::vector<int32_t> col(static_cast<size_t>(ne));
-  cuda_check(cudaMemcpyAsync(row_ptr.data(), p.graph.row_ptr, row_ptr.size() * 8, cudaMemcpyDeviceToHost, stream),
-             "row_ptr to host");
-  if (ne > 0) {
-    cuda_check(cudaMemcpyAsync(col.data(), p.graph.col, col.size() * 4, cudaMemcpyDeviceToHost, stream),
-               "col to host");
-  }
-  const GsaScheduleView& rows = p.graph.rows;
-  std::vector<int64_t> full;
-  if (rows.order != nullptr) {
-    full.resize(static_cast<size_t>(3 * rows.n_pieces + 2 * rows.n_split + 1 + rows.n_order));
-    cuda_check(cudaMemcpyAsync(full.data(), rows.piece_begin, full.size() * 8, cudaMemcpyDeviceToHost, stream),
-               "schedule to host");
-  }
-  cuda_check(cudaStreamSynchronize(stream), "graph to host");
-  const GsaTilePlan plan = gsa_tile_plan(row_ptr.data(), col.data(), n);
-  GsaScheduleSizes sizes;
-  const std::vector<int64_t> fallback =
-      gsa_fallback_schedule(full, n, rows.n_pieces, rows.n_split, plan, &sizes);
-  stats.tiles = plan.n_tiles;
-  stats.dense_tiles = plan.n_dense();
-  stats.dense_edges = plan.dense_edges;
   stats.tensor_cores = true;
+  if (p.graph.tiles.n_dense >= 0) {  // planned with the prepared graph
+    stats.dense_tiles = p.graph.tiles.n_dense;
+    stats.dense_edges = p.graph.tiles.dense_edges;
+    run_tiles(p, stream);
+    return stats;
+  }
+  const GsaPackedTiles packed = plan_per_call(p, stream);
+  stats.dense_tiles = packed.n_dense;
+  stats.dense_edges = packed.dense_edges;
+  int64_t* dev = nullptr;
+  const size_t bytes = std::max<size_t>(packed.data.size() * 8, 8);
+  cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&dev), bytes, stream), "tile buffer");
+  // Pageable source: the call returns once the bytes are staged, so `packed` may go at the end of this function.
+  cuda_check(cudaMemcpyAsync(dev, packed.data.data(), packed.data.size() * 8, cudaMemcpyHostToDevice, stream),
+             "tiles to device");
+  GsaParams q = p;
+  q.graph.tiles = gsa_tile_view(dev, packed);
+  run_tiles(q, stream);
+  cuda_check(cudaFreeAsync(dev, stream), "tile buffer");
+  return stats;
+}
 
-  std::vector<char> host;
-  const size_t at_tile = append(host, plan.dense_tile), at_uptr = append(host, plan.union_ptr),
-               at_mptr = append(host, plan.mask_ptr), at_fb = append(host, fallback),
-               at_ucol = append(host, plan.union_col), at_mask = append(host, plan.mask);
-  char* dev = nullptr;
-  cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&dev), std::max<size_t>(host.size(), 16), stream), "plan buffer");
-  // Pageable source: the call returns once the bytes are staged, so `host` may go at the end of this function.
-  cuda_check(cudaMemcpyAsync(dev, host.data(), host.size(), cudaMemcpyHostToDevice, stream), "plan to device");
-  if (plan.n_dense() > 0) {
-    const TcTiles tiles{reinterpret_cast<const int64_t*>(dev + at_tile), reinterpret_cast<const int64_t*>(dev + at_uptr),
-                        reinterpret_cast<const int32_t*>(dev + at_ucol), reinterpret_cast<const int64_t*>(dev + at_mptr),
-                        reinterpret_cast<const uint32_t*>(dev + at_mask)};
-    if (p.dtype == GsaDtype::bf16) {
-      launch_tiles<__nv_bfloat16>(p, tiles, plan.n_dense(), stream);
-    } else {
-      launch_tiles<__half>(p, tiles, plan.n_dense(), stream);
-    }
+GsaTcStats gsa_backward_cuda_tc(const GsaParams& p, void* stream_ptr) {
+  GsaTcStats stats;
+  stats.edges = p.graph.n_edges;
+  const bool aligned = aligned_rows(p.q, p.q_strides) && aligned_rows(p.k, p.k_strides) &&
+                       aligned_rows(p.v, p.v_strides) && aligned_rows(p.d_o, p.d_o_strides);
+  if (!gsa_cuda_tc_unsupported(p).empty() || !aligned || p.B * p.N * p.H == 0) {
+    gsa_backward_cuda(p, stream_ptr, GsaCudaKernels::lane_groups);
+    return stats;
   }
-  if (!plan.fallback_rows.empty()) {
-    GsaParams rest = p;
-    rest.graph.rows = gsa_schedule_view_sized(reinterpret_cast<const int64_t*>(dev + at_fb), sizes);
-    gsa_forward_cuda(rest, stream_ptr, GsaCudaKernels::lane_groups);
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  stats.tensor_cores = true;
+  if (p.graph.tiles.n_dense >= 0) {
+    stats.dense_tiles = p.graph.tiles.n_dense;
+    stats.dense_edges = p.graph.tiles.dense_edges;
+    run_backward_tiles(p, stream);
+    return stats;
   }
-  cuda_check(cudaFreeAsync(dev, stream), "plan buffer");
+  const GsaPackedTiles packed = plan_per_call(p, stream);
+  stats.dense_tiles = packed.n_dense;
+  stats.dense_edges = packed.dense_edges;
+  int64_t* dev = nullptr;
+  cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&dev), std::max<size_t>(packed.data.size() * 8, 8), stream),
+             "tile buffer");
+  cuda_check(cudaMemcpyAsync(dev, packed.data.data(), packed.data.size() * 8, cudaMemcpyHostToDevice, stream),
+             "tiles to device");
+  GsaParams q = p;
+  q.graph.tiles = gsa_tile_view(dev, packed);
+  run_backward_tiles(q, stream);
+  cuda_check(cudaFreeAsync(dev, stream), "tile buffer");
   return stats;
 }
 

@@ -1,5 +1,5 @@
-// The tensor-core forward of graph self-attention (bf16/fp16, no relation embeddings, D in {16, 32, 64, 128}): dense
-// 16-row tiles (kernels/gsa_tile_plan.h) on wmma, the other rows through the per-edge kernels of gsa_cuda.h.
+// The tensor-core forward (and dq) of graph self-attention (bf16/fp16, no relation embeddings, D in {16, 32, 64, 128}):
+// dense 16-row tiles (kernels/gsa_tile_plan.h) on wmma, the other rows through the per-edge kernels of gsa_cuda.h.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@ std::string gsa_cuda_tc_unsupported(const GsaParams& p);
 
 // What one forward call ran where (the share of edges on tensor cores).
 struct GsaTcStats {
-  int64_t tiles = 0, dense_tiles = 0;
+  int64_t dense_tiles = 0;
   int64_t edges = 0, dense_edges = 0;
   bool tensor_cores = false;  // false: the whole call ran on the per-edge kernels (unsupported, or q/k/v unaligned)
 };
@@ -25,5 +25,9 @@ struct GsaTcStats {
 // through gsa_forward_cuda on the schedule restricted to them. Writes o and lse like gsa_forward_cuda, so the
 // per-edge backward runs after it. Calls gsa_cuda_tc_unsupported(p) != "" run gsa_forward_cuda whole.
 GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream);
+// Backward of p after either forward (it reads o's delta and lse): delta, dk, dv and the dq of rows outside dense tiles
+// on the lane groups (gsa_backward_cuda on the restricted schedule), the dense tiles' dq on tensor cores (dS rounded
+// to the input type before dS K, as the forward rounds P). Same workspaces as gsa_backward_cuda.
+GsaTcStats gsa_backward_cuda_tc(const GsaParams& p, void* stream);
 
 }  // namespace sb

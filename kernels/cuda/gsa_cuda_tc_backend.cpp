@@ -1,5 +1,5 @@
-// The "cuda:tc" backend: the tensor-core forward (gsa_cuda_tc.h) on the calls it takes, the lane-group kernels for
-// everything else and for the backward (which reads the o and lse either forward writes).
+// The "cuda:tc" backend: the tensor-core forward and dq (gsa_cuda_tc.h) on the calls they take, the lane-group kernels
+// for everything else (dk and dv always).
 #include <string>
 
 #include "kernels/cuda/gsa_cuda_backend.h"
@@ -9,7 +9,7 @@ namespace sb {
 
 namespace {
 
-thread_local GsaTcStats g_last_stats;
+thread_local GsaTcStats g_last_stats, g_last_backward_stats;
 
 class CudaTcBackend final : public GsaBackend {
  public:
@@ -34,7 +34,7 @@ class CudaTcBackend final : public GsaBackend {
   }
   void backward(const GsaParams& p, void* stream) const override {
     gsa_require_supported(*this, p);
-    gsa_backward_cuda(p, stream, GsaCudaKernels::lane_groups);
+    g_last_backward_stats = gsa_backward_cuda_tc(p, stream);
   }
 
  private:
@@ -45,6 +45,6 @@ class CudaTcBackend final : public GsaBackend {
 
 std::unique_ptr<GsaBackend> make_gsa_cuda_tc_backend(bool strict) { return std::make_unique<CudaTcBackend>(strict); }
 
-GsaTcStats gsa_cuda_tc_last_stats() { return g_last_stats; }
+GsaTcStats gsa_cuda_tc_last_stats(bool backward) { return backward ? g_last_backward_stats : g_last_stats; }
 
 }  // namespace sb

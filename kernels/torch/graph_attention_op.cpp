@@ -14,6 +14,7 @@
 #include "kernels/gsa_backend.h"
 #include "kernels/gsa_host_graph.h"
 #include "kernels/gsa_params.h"
+#include "kernels/gsa_tile_plan.h"
 #include "kernels/torch/graph_attention_impl.h"
 #include "common/error.h"
 
@@ -193,6 +194,9 @@ GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torc
                                    graph.row_split);
   p.graph.srcs = gsa_schedule_view(graph.src_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.src_pieces,
                                    graph.src_split);
+  if (graph.tile_layout != nullptr) {
+    p.graph.tiles = gsa_tile_view(graph.tile_data.data_ptr<int64_t>(), *graph.tile_layout);
+  }
   p.q = q.data_ptr();
   p.k = k.data_ptr();
   p.v = v.data_ptr();
@@ -412,6 +416,13 @@ TorchGraph TorchGraph::from_host(const GsaHostGraph& h, torch::Device device) {
   t.row_blocks = blocks(h.row_blocks);
   t.src_blocks = blocks(h.src_blocks);
   t.cpu_plans = std::make_shared<const GsaCpuPlans>(h.cpu_plans);
+  if (device.is_cuda()) {  // planned once here, so no tensor-core call plans again
+    GsaPackedTiles tiles = gsa_pack_tiles(gsa_tile_plan(h.row_ptr.data(), h.col.data(), h.n_nodes), h.row_schedule.data,
+                                          h.row_schedule.n_pieces, h.row_schedule.n_split);
+    t.tile_data = upload(tiles.data.data(), static_cast<int64_t>(tiles.data.size()), torch::kInt64, device);
+    tiles.data.clear();
+    t.tile_layout = std::make_shared<const GsaPackedTiles>(std::move(tiles));
+  }
   return t;
 }
 

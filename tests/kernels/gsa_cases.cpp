@@ -10,6 +10,7 @@
 #include <random>
 
 #include "kernels/gsa_host_graph.h"
+#include "kernels/gsa_tile_plan.h"
 
 namespace sb::test {
 
@@ -305,6 +306,12 @@ GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProbl
   p.graph.n_nodes = hg.n_nodes;
   p.graph.n_edges = hg.n_edges();
   p.graph.cpu_plans = prepared_plans ? &hg.cpu_plans : nullptr;  // host memory: only the CPU kernels read it
+  if (prepared_plans && b.device() == GsaDevice::cuda) {  // the dense tiles a prepared CUDA graph carries
+    const GsaPackedTiles tiles =
+        gsa_pack_tiles(gsa_tile_plan(hg.row_ptr.data(), hg.col.data(), hg.n_nodes), by_dst.data, by_dst.n_pieces,
+                       by_dst.n_split);
+    p.graph.tiles = gsa_tile_view(static_cast<const int64_t*>(put_vector(mem, tiles.data).ptr), tiles);
+  }
   p.dtype = dtype;
   p.B = prob.B;
   p.N = prob.N;

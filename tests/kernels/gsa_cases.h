@@ -106,7 +106,8 @@ struct GsaRunOutputs {
 
 // Runs backend b forward (and backward when d_o is non-empty) on the problem in `dtype`, its inputs
 // rounded to that dtype, through `mem` on the backend's device. b must support the call. The CPU kernels read the
-// plans the prepared graph made (as the op's calls do), or without prepared_plans make them per call.
+// plans the prepared graph made (as the op's calls do), or without prepared_plans make them per call; so do the CUDA
+// tensor-core forward's dense tiles.
 GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProblem& prob,
                              const std::vector<double>& d_o, GsaDtype dtype, GsaTestMemory& mem,
                              bool prepared_plans = true);

@@ -63,7 +63,7 @@ TEST_P(GsaCudaTable, EveryBackendMatchesDoubleReference) {
 INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCudaTable, ::testing::ValuesIn(pattern_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
-// The tensor-core forward forced on: dense tiles on wmma, the other rows on the lane groups, the backward after it.
+// The tensor-core forward forced on: dense tiles on wmma (forward and dq), the other rows on the lane groups.
 class GsaCudaTcTable : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GsaCudaTcTable, TensorCoreForwardMatchesDoubleReference) {
@@ -78,8 +78,9 @@ INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCudaTcTable, ::testing::ValuesIn(patter
 
 // Graphs of many tiles and unions of several 32-column chunks (window w=128: 143 columns per causal tile; bpt k=4:
 // token tiles dense, span-node tiles on the lane groups), every head dimension the tensor cores take, both half
-// types: outputs against the reference, lse against the lane groups' (same rounded inputs), two runs bitwise equal,
-// and the share of edges that ran on tensor cores as the planner says.
+// types: outputs against the reference; lse, dq, dk and dv against the lane groups' (same rounded inputs; the table
+// compares no half-precision gradients); two runs and tiles planned per call bitwise equal; the share of edges that ran
+// on tensor cores as the planner says.
 TEST(GsaCudaTc, ManyTilesMatchReferenceAndLaneGroupsBitwiseRepeatably) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const std::unique_ptr<GsaBackend> tc = make_gsa_cuda_tc_backend(true);
@@ -89,23 +90,40 @@ TEST(GsaCudaTc, ManyTilesMatchReferenceAndLaneGroupsBitwiseRepeatably) {
     std::string pattern;
     Params params;
   };
+  auto near = [](const std::vector<double>& a, const std::vector<double>& b, double tol) {
+    const double err = max_abs_diff(a, b), bound = tol * std::max(max_abs(b), 1e-3);
+    return err <= bound ? std::string() : "max error " + std::to_string(err) + " > " + std::to_string(bound);
+  };
   for (const Graphs& gr : {Graphs{"window", {{"w", 128}}}, Graphs{"bpt", {{"k", 4}}}}) {
     for (int64_t D : {16, 32, 64, 128}) {
+      const GsaCase c{gr.pattern, gr.params, 1025, true, D, 2, 2, false};
+      const Graph& g = case_graph(c);
+      const RefProblem prob = make_problem(c, g);
+      const std::vector<double> d_o = make_d_o(c, g);
+      const RefResult ref = reference_attention(prob, DenseMask(g), {});
       for (const GsaDtypeRows& rows : gsa_dtype_rows()) {
         if (rows.dtype != GsaDtype::bf16 && rows.dtype != GsaDtype::f16) continue;
-        const GsaCase c{gr.pattern, gr.params, 1025, true, D, 2, 2, false};
         SCOPED_TRACE(c.id() + " " + gsa_dtype_name(rows.dtype));
-        const Graph& g = case_graph(c);
-        const RefProblem prob = make_problem(c, g);
-        const RefResult ref = reference_attention(prob, DenseMask(g), {});
+        const double grad_tol = rows.dtype == GsaDtype::bf16 ? 3e-2 : 1e-2;
         CudaMemory mem;
-        const GsaRunOutputs a = run_on_backend(*tc, g, prob, {}, rows.dtype, mem);
+        const GsaRunOutputs a = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem);
         const GsaTcStats stats = gsa_cuda_tc_last_stats();
-        const GsaRunOutputs b = run_on_backend(*tc, g, prob, {}, rows.dtype, mem);
-        const GsaRunOutputs lanes = run_on_backend(*groups, g, prob, {}, rows.dtype, mem);
+        const GsaTcStats backward_stats = gsa_cuda_tc_last_stats(true);
+        const GsaRunOutputs b = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem);
+        // Tiles planned per call (a graph that carries none): the same plan, the same bits.
+        const GsaRunOutputs per_call = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem, false);
+        const GsaTcStats per_call_stats = gsa_cuda_tc_last_stats();
+        const GsaRunOutputs lanes = run_on_backend(*groups, g, prob, d_o, rows.dtype, mem);
         EXPECT_EQ(compare_run(ref, a, rows), "");
         EXPECT_EQ(a.o, b.o);
         EXPECT_EQ(a.lse, b.lse);
+        EXPECT_EQ(a.dq, b.dq);
+        EXPECT_EQ(a.dk, b.dk);
+        EXPECT_EQ(a.dv, b.dv);
+        EXPECT_EQ(a.o, per_call.o);
+        EXPECT_EQ(a.lse, per_call.lse);
+        EXPECT_EQ(a.dq, per_call.dq);
+        EXPECT_EQ(per_call_stats.dense_edges, stats.dense_edges);
         ASSERT_EQ(a.lse.size(), lanes.lse.size());
         for (size_t i = 0; i < a.lse.size(); ++i) {
           if (std::isinf(lanes.lse[i])) {
@@ -114,7 +132,12 @@ TEST(GsaCudaTc, ManyTilesMatchReferenceAndLaneGroupsBitwiseRepeatably) {
             EXPECT_NEAR(a.lse[i], lanes.lse[i], 1e-3 * std::max(1.0, std::fabs(lanes.lse[i]))) << "lse " << i;
           }
         }
+        EXPECT_EQ(near(a.dq, lanes.dq, grad_tol), "") << "dq";
+        EXPECT_EQ(near(a.dk, lanes.dk, grad_tol), "") << "dk";
+        EXPECT_EQ(near(a.dv, lanes.dv, grad_tol), "") << "dv";
         EXPECT_TRUE(stats.tensor_cores);
+        EXPECT_TRUE(backward_stats.tensor_cores);
+        EXPECT_EQ(backward_stats.dense_edges, stats.dense_edges);
         EXPECT_EQ(stats.edges, g.n_edges());
         EXPECT_GT(stats.dense_edges, 0);
         if (gr.pattern == "window") EXPECT_EQ(stats.dense_edges, g.n_edges());

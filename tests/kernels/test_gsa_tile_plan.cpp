@@ -178,6 +178,32 @@ TEST(GsaTilePlan, FallbackScheduleKeepsOnlyFallbackRows) {
   }
 }
 
+// Packed tiles (what a prepared CUDA graph uploads) read back through gsa_tile_view give the plan's arrays and the
+// fallback schedule.
+TEST(GsaTilePlan, PackedTilesReadBackAsThePlan) {
+  const Graph g = build_pattern("bpt", 1025, true, {{"k", 4}});
+  const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes());
+  const GsaPackedSchedule full = gsa_pack_schedule(g.row_ptr.data(), g.n_nodes(), 8);
+  const GsaPackedTiles packed = gsa_pack_tiles(plan, full.data, full.n_pieces, full.n_split);
+  const GsaTileView v = gsa_tile_view(packed.data.data(), packed);
+  ASSERT_EQ(v.n_dense, plan.n_dense());
+  ASSERT_GT(v.n_dense, 0);
+  EXPECT_EQ(v.dense_edges, plan.dense_edges);
+  EXPECT_EQ(std::vector<int64_t>(v.dense_tile, v.dense_tile + v.n_dense), plan.dense_tile);
+  EXPECT_EQ(std::vector<int64_t>(v.union_ptr, v.union_ptr + v.n_dense + 1), plan.union_ptr);
+  EXPECT_EQ(std::vector<int64_t>(v.mask_ptr, v.mask_ptr + v.n_dense + 1), plan.mask_ptr);
+  EXPECT_EQ(std::vector<int32_t>(v.union_col, v.union_col + plan.union_col.size()), plan.union_col);
+  EXPECT_EQ(std::vector<uint32_t>(v.mask, v.mask + plan.mask.size()), plan.mask);
+  GsaScheduleSizes sizes;
+  const std::vector<int64_t> rest = gsa_fallback_schedule(full.data, g.n_nodes(), full.n_pieces, full.n_split, plan,
+                                                          &sizes);
+  EXPECT_EQ(v.n_rest_rows, static_cast<int64_t>(plan.fallback_rows.size()));
+  EXPECT_EQ(v.rest.n_pieces, sizes.n_pieces);
+  EXPECT_EQ(v.rest.n_split, sizes.n_split);
+  EXPECT_EQ(v.rest.n_order, sizes.n_order);
+  EXPECT_EQ(std::vector<int64_t>(v.rest.piece_begin, v.rest.piece_begin + rest.size()), rest);
+}
+
 // The tensor-core forward's arithmetic for one (tile, batch, head), in double: Q rows of the tile, the union's K and V
 // rows gathered in chunks of `chunk` columns, S = Q K^T * scale, masked entries -inf, online softmax per row (running
 // max and sum, rescale of O), O += P V; finally O / l and lse = m + log l (o = 0, lse = -inf for an empty row).

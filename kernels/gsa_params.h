@@ -55,7 +55,8 @@ struct GsaGraphView {
   const int32_t* src_blocks = nullptr;
   GsaScheduleView rows;                // by destination (forward, dq)
   GsaScheduleView srcs;                // by source through the transpose (dk, dv)
-  GsaTileView tiles;                   // dense tiles for the tensor-core forward (CUDA; n_dense < 0: none)
+  GsaTileView tiles;                   // dense tiles for the tensor-core forward and dq (CUDA; n_dense < 0: none)
+  GsaTileView src_tiles;               // the same over the transpose (tiles of sources), for dk and dv
   // Host only: the CPU kernels' plans of this graph (gsa_cpu_plans), made once with it; nullptr: made per call.
   const GsaCpuPlans* cpu_plans = nullptr;
   int64_t n_nodes = 0;

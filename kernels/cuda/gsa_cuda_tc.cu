@@ -1,4 +1,5 @@
-// Tensor-core forward of graph self-attention over dense 16-row tiles: per (tile, batch, head) one block of 4 warps
+// Tensor-core forward and backward of graph self-attention over dense 16-row tiles (dq by tiles of destinations, dk
+// and dv by tiles of sources in the transpose). Forward: per (tile, batch, head) one block of 4 warps
 // gathers the tile's union of key and value rows in chunks of 32 columns into shared memory, takes S = Q K^T and
 // O += P V with wmma (16x16x16, fp32 accumulation), masks S by the tile's bitmask and runs the online softmax per row
 // in fp32. Rows outside dense tiles run through the per-edge kernels (gsa_forward_cuda) on their own schedule.
@@ -301,6 +302,155 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(GsaParams p) {
   }
 }
 
+// Shared memory of the dk/dv kernel (dynamic: 50 KB at D = 128): the source tile's k and v rows, the chunk's
+// destinations' q and dO rows with their lse and delta, S^T and dP^T (fp32), P^T and dS^T in the input type, and the
+// dk and dv accumulators (fp32).
+template <typename T, int D>
+struct TcDkvShared {
+  static constexpr int kLdT = D + 8;
+  static constexpr int kLdP = kChunk + 8;
+  static constexpr int kLdS = kChunk + 4;
+  static constexpr int kLdO = D + 4;
+  alignas(32) T k[kRows * kLdT];
+  alignas(32) T v[kRows * kLdT];
+  alignas(32) T q[kChunk * kLdT];
+  alignas(32) T d_o[kChunk * kLdT];
+  alignas(32) float st[kRows * kLdS];
+  alignas(32) float dpt[kRows * kLdS];
+  alignas(32) T pt[kRows * kLdP];
+  alignas(32) T dst[kRows * kLdP];
+  alignas(32) float dk[kRows * kLdO];
+  alignas(32) float dv[kRows * kLdO];
+  float lse[kChunk];
+  float delta[kChunk];
+};
+
+// dk and dv of the sources in dense tiles of the transpose (p.graph.src_tiles: 16 consecutive sources, the union of
+// their destinations): per 32-destination chunk S^T = K Q^T (warps 0-1) and dP^T = V dO^T (warps 2-3) on wmma,
+// P^T = exp(S^T - lse), dS^T = P^T (dP^T - delta) masked, then dv += P^T dO and dk += dS^T Q on wmma; dk scaled at the
+// end. grid (dense source tiles, B * H).
+template <typename T, int D>
+__global__ void __launch_bounds__(kTcThreads) tc_dkv_kernel(GsaParams p) {
+  extern __shared__ __align__(32) unsigned char smem_raw[];
+  auto& sm = *reinterpret_cast<TcDkvShared<T, D>*>(smem_raw);
+  using Sh = TcDkvShared<T, D>;
+  const GsaTileView& tiles = p.graph.src_tiles;
+  constexpr int kVecs = D / kVec;
+  const int64_t i = blockIdx.x;
+  const int64_t b = blockIdx.y / p.H, h = blockIdx.y % p.H;
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int64_t r0 = tiles.dense_tile[i] * kRows;
+  const int64_t rows = p.N - r0 < kRows ? p.N - r0 : kRows;
+  const int64_t u0 = tiles.union_ptr[i];
+  const int64_t n_union = tiles.union_ptr[i + 1] - u0;
+  const int64_t words = (n_union + kChunk - 1) / kChunk;
+  const uint32_t* mask = tiles.mask + tiles.mask_ptr[i];
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const T* d_o = static_cast<const T*>(p.d_o);
+  const float* lse = static_cast<const float*>(p.lse);
+  const float* delta = static_cast<const float*>(p.delta);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+
+  for (int x = tid; x < kRows * kVecs; x += kTcThreads) {
+    const int r = x / kVecs, c = x % kVecs;
+    uint4 kv = zero, vv = zero;
+    if (r < rows) {
+      kv = *reinterpret_cast<const uint4*>(k + offset(p.k_strides, b, r0 + r, h) + c * kVec);
+      vv = *reinterpret_cast<const uint4*>(v + offset(p.v_strides, b, r0 + r, h) + c * kVec);
+    }
+    *reinterpret_cast<uint4*>(sm.k + r * Sh::kLdT + c * kVec) = kv;
+    *reinterpret_cast<uint4*>(sm.v + r * Sh::kLdT + c * kVec) = vv;
+  }
+  for (int x = tid; x < kRows * D; x += kTcThreads) {
+    sm.dk[(x / D) * Sh::kLdO + x % D] = 0.0f;
+    sm.dv[(x / D) * Sh::kLdO + x % D] = 0.0f;
+  }
+  const int row = tid / kThreadsPerRow, sub = tid % kThreadsPerRow;
+  const float scale = static_cast<float>(p.scale);
+  for (int64_t c0 = 0; c0 < n_union; c0 += kChunk) {
+    for (int x = tid; x < kChunk * kVecs; x += kTcThreads) {
+      const int j = x / kVecs, c = x % kVecs;
+      uint4 qv = zero, dv = zero;
+      if (c0 + j < n_union) {
+        const int64_t dst = tiles.union_col[u0 + c0 + j];
+        qv = *reinterpret_cast<const uint4*>(q + offset(p.q_strides, b, dst, h) + c * kVec);
+        dv = *reinterpret_cast<const uint4*>(d_o + offset(p.d_o_strides, b, dst, h) + c * kVec);
+      }
+      *reinterpret_cast<uint4*>(sm.q + j * Sh::kLdT + c * kVec) = qv;
+      *reinterpret_cast<uint4*>(sm.d_o + j * Sh::kLdT + c * kVec) = dv;
+    }
+    if (tid < kChunk) {
+      const bool in = c0 + tid < n_union;
+      const int64_t stat = in ? (b * p.N + tiles.union_col[u0 + c0 + tid]) * p.H + h : 0;
+      sm.lse[tid] = in ? lse[stat] : 0.0f;
+      sm.delta[tid] = in ? delta[stat] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int half = warp % 2;
+      const T* a = warp < 2 ? sm.k : sm.v;     // S^T = K Q^T or dP^T = V dO^T
+      const T* bt = warp < 2 ? sm.q : sm.d_o;
+      float* out = warp < 2 ? sm.st : sm.dpt;
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+        wmma::load_matrix_sync(fa, a + kk * 16, Sh::kLdT);
+        wmma::load_matrix_sync(fb, bt + half * 16 * Sh::kLdT + kk * 16, Sh::kLdT);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+      wmma::store_matrix_sync(out + half * 16, acc, Sh::kLdS, wmma::mem_row_major);
+    }
+    __syncthreads();
+    {
+      const uint32_t bits = mask[row * words + c0 / kChunk];
+#pragma unroll
+      for (int t = 0; t < kChunk / kThreadsPerRow; ++t) {
+        const int j = sub + kThreadsPerRow * t;
+        float pr = 0.0f, ds = 0.0f;
+        if ((bits >> j) & 1u) {
+          pr = gsa_prob(sm.st[row * Sh::kLdS + j] * scale, sm.lse[j]);
+          ds = gsa_dscore(pr, sm.dpt[row * Sh::kLdS + j], sm.delta[j]);
+        }
+        sm.pt[row * Sh::kLdP + j] = to_elem<T>(pr);
+        sm.dst[row * Sh::kLdP + j] = to_elem<T>(ds);
+      }
+    }
+    __syncthreads();
+    for (int t = warp; t < 2 * (D / 16); t += kTcThreads / 32) {
+      const bool is_dv = t < D / 16;
+      const int n = is_dv ? t : t - D / 16;
+      float* acc_mem = is_dv ? sm.dv : sm.dk;
+      const T* a = is_dv ? sm.pt : sm.dst;      // dv += P^T dO, dk += dS^T Q
+      const T* bm = is_dv ? sm.d_o : sm.q;
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::load_matrix_sync(acc, acc_mem + n * 16, Sh::kLdO, wmma::mem_row_major);
+#pragma unroll
+      for (int kk = 0; kk < kChunk / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+        wmma::load_matrix_sync(fa, a + kk * 16, Sh::kLdP);
+        wmma::load_matrix_sync(fb, bm + kk * 16 * Sh::kLdT + n * 16, Sh::kLdT);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+      wmma::store_matrix_sync(acc_mem + n * 16, acc, Sh::kLdO, wmma::mem_row_major);
+    }
+    __syncthreads();
+  }
+  if (row < rows) {
+    T* dk_out = static_cast<T*>(p.dk) + offset(p.dk_strides, b, r0 + row, h);
+    T* dv_out = static_cast<T*>(p.dv) + offset(p.dv_strides, b, r0 + row, h);
+    for (int d = sub; d < D; d += kThreadsPerRow) {
+      dk_out[d] = to_elem<T>(sm.dk[row * Sh::kLdO + d] * scale);
+      dv_out[d] = to_elem<T>(sm.dv[row * Sh::kLdO + d]);
+    }
+  }
+}
+
 void cuda_check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) throw Error(std::string("graph_attention forward (tensor cores): ") + what + ": " +
                                       cudaGetErrorString(err));
@@ -335,17 +485,47 @@ void launch_dq_tiles(const GsaParams& p, cudaStream_t stream) {
   cuda_check(cudaGetLastError(), "launch (dq)");
 }
 
-// Backward: the lane groups' delta, dk, dv and the other rows' dq (their schedule restricted to them), then the dense
-// tiles' dq on tensor cores (after delta, on the same stream).
+template <typename T, int D>
+void launch_dkv(const GsaParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.graph.src_tiles.n_dense), static_cast<unsigned>(p.B * p.H));
+  constexpr size_t bytes = sizeof(TcDkvShared<T, D>);
+  cuda_check(cudaFuncSetAttribute(tc_dkv_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(bytes)),
+             "shared memory of the dk/dv kernel");
+  tc_dkv_kernel<T, D><<<grid, kTcThreads, bytes, stream>>>(p);
+  cuda_check(cudaGetLastError(), "launch (dk, dv)");
+}
+
+template <typename T>
+void launch_dkv_tiles(const GsaParams& p, cudaStream_t stream) {
+  switch (p.D) {
+    case 16: launch_dkv<T, 16>(p, stream); break;
+    case 32: launch_dkv<T, 32>(p, stream); break;
+    case 64: launch_dkv<T, 64>(p, stream); break;
+    default: launch_dkv<T, 128>(p, stream); break;
+  }
+}
+
+// Backward: the lane groups' delta and the dq, dk, dv of rows and sources outside dense tiles (their schedules
+// restricted to them), then the dense tiles' dq and dk, dv on tensor cores (after delta, on the same stream).
 void run_backward_tiles(const GsaParams& p, cudaStream_t stream) {
   GsaParams rest = p;
   rest.graph.rows = p.graph.tiles.rest;
+  rest.graph.srcs = p.graph.src_tiles.rest;
   gsa_backward_cuda(rest, stream, GsaCudaKernels::lane_groups);
+  const bool bf16 = p.dtype == GsaDtype::bf16;
   if (p.graph.tiles.n_dense > 0) {
-    if (p.dtype == GsaDtype::bf16) {
+    if (bf16) {
       launch_dq_tiles<__nv_bfloat16>(p, stream);
     } else {
       launch_dq_tiles<__half>(p, stream);
+    }
+  }
+  if (p.graph.src_tiles.n_dense > 0) {
+    if (bf16) {
+      launch_dkv_tiles<__nv_bfloat16>(p, stream);
+    } else {
+      launch_dkv_tiles<__half>(p, stream);
     }
   }
 }
@@ -367,18 +547,20 @@ void run_tiles(const GsaParams& p, cudaStream_t stream) {
   }
 }
 
-// The tiles of a graph that carries none: its CSR and schedule to the host, planned, packed and uploaded for this call.
-GsaPackedTiles plan_per_call(const GsaParams& p, cudaStream_t stream) {
+// The tiles of a graph that carries none: its CSR (by_source: the transpose) and schedule to the host, planned and
+// packed for this call.
+GsaPackedTiles plan_per_call(const GsaParams& p, cudaStream_t stream, bool by_source) {
   const int64_t n = p.graph.n_nodes, ne = p.graph.n_edges;
   std::vector<int64_t> row_ptr(static_cast<size_t>(n + 1));
   std::vector<int32_t> col(static_cast<size_t>(ne));
-  cuda_check(cudaMemcpyAsync(row_ptr.data(), p.graph.row_ptr, row_ptr.size() * 8, cudaMemcpyDeviceToHost, stream),
+  const int64_t* ptr_dev = by_source ? p.graph.t_row_ptr : p.graph.row_ptr;
+  const int32_t* col_dev = by_source ? p.graph.t_col : p.graph.col;
+  cuda_check(cudaMemcpyAsync(row_ptr.data(), ptr_dev, row_ptr.size() * 8, cudaMemcpyDeviceToHost, stream),
              "row_ptr to host");
   if (ne > 0) {
-    cuda_check(cudaMemcpyAsync(col.data(), p.graph.col, col.size() * 4, cudaMemcpyDeviceToHost, stream),
-               "col to host");
+    cuda_check(cudaMemcpyAsync(col.data(), col_dev, col.size() * 4, cudaMemcpyDeviceToHost, stream), "col to host");
   }
-  const GsaScheduleView& rows = p.graph.rows;
+  const GsaScheduleView& rows = by_source ? p.graph.srcs : p.graph.rows;
   std::vector<int64_t> full;
   if (rows.order != nullptr) {
     full.resize(static_cast<size_t>(3 * rows.n_pieces + 2 * rows.n_split + 1 + rows.n_order));
@@ -388,6 +570,28 @@ GsaPackedTiles plan_per_call(const GsaParams& p, cudaStream_t stream) {
   cuda_check(cudaStreamSynchronize(stream), "graph to host");
   return gsa_pack_tiles(gsa_tile_plan(row_ptr.data(), col.data(), n), full, rows.n_pieces, rows.n_split);
 }
+
+// Device copies of packed tiles for one call, freed on the stream after it.
+class CallTiles {
+ public:
+  CallTiles(const GsaPackedTiles& packed, cudaStream_t stream) : stream_(stream) {
+    cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&dev_), std::max<size_t>(packed.data.size() * 8, 8), stream),
+               "tile buffer");
+    // Pageable source: the call returns once the bytes are staged, so `packed` may go before the copy ends.
+    cuda_check(cudaMemcpyAsync(dev_, packed.data.data(), packed.data.size() * 8, cudaMemcpyHostToDevice, stream),
+               "tiles to device");
+    view_ = gsa_tile_view(dev_, packed);
+  }
+  ~CallTiles() { cudaFreeAsync(dev_, stream_); }
+  CallTiles(const CallTiles&) = delete;
+  CallTiles& operator=(const CallTiles&) = delete;
+  const GsaTileView& view() const { return view_; }
+
+ private:
+  cudaStream_t stream_;
+  int64_t* dev_ = nullptr;
+  GsaTileView view_;
+};
 
 }  // namespace
 
@@ -422,19 +626,13 @@ GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream_ptr) {
     run_tiles(p, stream);
     return stats;
   }
-  const GsaPackedTiles packed = plan_per_call(p, stream);
+  const GsaPackedTiles packed = plan_per_call(p, stream, false);
   stats.dense_tiles = packed.n_dense;
   stats.dense_edges = packed.dense_edges;
-  int64_t* dev = nullptr;
-  const size_t bytes = std::max<size_t>(packed.data.size() * 8, 8);
-  cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&dev), bytes, stream), "tile buffer");
-  // Pageable source: the call returns once the bytes are staged, so `packed` may go at the end of this function.
-  cuda_check(cudaMemcpyAsync(dev, packed.data.data(), packed.data.size() * 8, cudaMemcpyHostToDevice, stream),
-             "tiles to device");
+  const CallTiles tiles(packed, stream);
   GsaParams q = p;
-  q.graph.tiles = gsa_tile_view(dev, packed);
+  q.graph.tiles = tiles.view();
   run_tiles(q, stream);
-  cuda_check(cudaFreeAsync(dev, stream), "tile buffer");
   return stats;
 }
 
@@ -449,24 +647,20 @@ GsaTcStats gsa_backward_cuda_tc(const GsaParams& p, void* stream_ptr) {
   }
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   stats.tensor_cores = true;
-  if (p.graph.tiles.n_dense >= 0) {
+  if (p.graph.tiles.n_dense >= 0 && p.graph.src_tiles.n_dense >= 0) {
     stats.dense_tiles = p.graph.tiles.n_dense;
     stats.dense_edges = p.graph.tiles.dense_edges;
     run_backward_tiles(p, stream);
     return stats;
   }
-  const GsaPackedTiles packed = plan_per_call(p, stream);
-  stats.dense_tiles = packed.n_dense;
-  stats.dense_edges = packed.dense_edges;
-  int64_t* dev = nullptr;
-  cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&dev), std::max<size_t>(packed.data.size() * 8, 8), stream),
-             "tile buffer");
-  cuda_check(cudaMemcpyAsync(dev, packed.data.data(), packed.data.size() * 8, cudaMemcpyHostToDevice, stream),
-             "tiles to device");
+  const GsaPackedTiles by_dst = plan_per_call(p, stream, false), by_src = plan_per_call(p, stream, true);
+  stats.dense_tiles = by_dst.n_dense;
+  stats.dense_edges = by_dst.dense_edges;
+  const CallTiles dst_tiles(by_dst, stream), src_tiles(by_src, stream);
   GsaParams q = p;
-  q.graph.tiles = gsa_tile_view(dev, packed);
+  q.graph.tiles = dst_tiles.view();
+  q.graph.src_tiles = src_tiles.view();
   run_backward_tiles(q, stream);
-  cuda_check(cudaFreeAsync(dev, stream), "tile buffer");
   return stats;
 }
 

@@ -196,6 +196,7 @@ GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torc
                                    graph.src_split);
   if (graph.tile_layout != nullptr) {
     p.graph.tiles = gsa_tile_view(graph.tile_data.data_ptr<int64_t>(), *graph.tile_layout);
+    p.graph.src_tiles = gsa_tile_view(graph.src_tile_data.data_ptr<int64_t>(), *graph.src_tile_layout);
   }
   p.q = q.data_ptr();
   p.k = k.data_ptr();
@@ -417,11 +418,16 @@ TorchGraph TorchGraph::from_host(const GsaHostGraph& h, torch::Device device) {
   t.src_blocks = blocks(h.src_blocks);
   t.cpu_plans = std::make_shared<const GsaCpuPlans>(h.cpu_plans);
   if (device.is_cuda()) {  // planned once here, so no tensor-core call plans again
-    GsaPackedTiles tiles = gsa_pack_tiles(gsa_tile_plan(h.row_ptr.data(), h.col.data(), h.n_nodes), h.row_schedule.data,
-                                          h.row_schedule.n_pieces, h.row_schedule.n_split);
-    t.tile_data = upload(tiles.data.data(), static_cast<int64_t>(tiles.data.size()), torch::kInt64, device);
-    tiles.data.clear();
-    t.tile_layout = std::make_shared<const GsaPackedTiles>(std::move(tiles));
+    const auto tiles = [&](const std::vector<int64_t>& ptr, const std::vector<int32_t>& col, const GsaPackedSchedule& s,
+                           torch::Tensor& data, std::shared_ptr<const GsaPackedTiles>& layout) {
+      GsaPackedTiles packed = gsa_pack_tiles(gsa_tile_plan(ptr.data(), col.data(), h.n_nodes), s.data, s.n_pieces,
+                                             s.n_split);
+      data = upload(packed.data.data(), static_cast<int64_t>(packed.data.size()), torch::kInt64, device);
+      packed.data.clear();
+      layout = std::make_shared<const GsaPackedTiles>(std::move(packed));
+    };
+    tiles(h.row_ptr, h.col, h.row_schedule, t.tile_data, t.tile_layout);
+    tiles(h.t_row_ptr, h.t_col, h.src_schedule, t.src_tile_data, t.src_tile_layout);
   }
   return t;
 }

@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
   const sb::GsaPackedTiles packed =
       sb::gsa_pack_tiles(plan, hg.row_schedule.data, hg.row_schedule.n_pieces, hg.row_schedule.n_split);
   const sb::GsaTileView prepared = sb::gsa_tile_view(upload(packed.data), packed);
+  const sb::GsaPackedTiles src_packed =
+      sb::gsa_pack_tiles(sb::gsa_tile_plan(hg.t_row_ptr.data(), hg.t_col.data(), N, options), hg.src_schedule.data,
+                         hg.src_schedule.n_pieces, hg.src_schedule.n_split);
+  const sb::GsaTileView src_prepared = sb::gsa_tile_view(upload(src_packed.data), src_packed);
   std::vector<std::vector<uint16_t>> outs;
   struct Run {
     const sb::GsaBackend* backend;
@@ -141,6 +145,7 @@ int main(int argc, char** argv) {
        {Run{lanes.get(), "", false}, Run{tc.get(), "prepared", true}, Run{tc.get(), "per call", false}}) {
     const sb::GsaBackend* b = run.backend;
     p.graph.tiles = run.tiles ? prepared : sb::GsaTileView{};
+    p.graph.src_tiles = run.tiles ? src_prepared : sb::GsaTileView{};
     for (int i = 0; i < 3; ++i) b->forward(p, nullptr);
     ok(cudaDeviceSynchronize(), "warm-up");
     cudaEvent_t start, stop;

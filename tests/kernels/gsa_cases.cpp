@@ -311,6 +311,10 @@ GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProbl
         gsa_pack_tiles(gsa_tile_plan(hg.row_ptr.data(), hg.col.data(), hg.n_nodes), by_dst.data, by_dst.n_pieces,
                        by_dst.n_split);
     p.graph.tiles = gsa_tile_view(static_cast<const int64_t*>(put_vector(mem, tiles.data).ptr), tiles);
+    const GsaPackedTiles src_tiles =
+        gsa_pack_tiles(gsa_tile_plan(hg.t_row_ptr.data(), hg.t_col.data(), hg.n_nodes), by_src.data,
+                       by_src.n_pieces, by_src.n_split);
+    p.graph.src_tiles = gsa_tile_view(static_cast<const int64_t*>(put_vector(mem, src_tiles.data).ptr), src_tiles);
   }
   p.dtype = dtype;
   p.B = prob.B;

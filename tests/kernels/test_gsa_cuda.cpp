@@ -63,7 +63,7 @@ TEST_P(GsaCudaTable, EveryBackendMatchesDoubleReference) {
 INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCudaTable, ::testing::ValuesIn(pattern_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
-// The tensor-core forward forced on: dense tiles on wmma (forward and dq), the other rows on the lane groups.
+// The tensor-core kernels forced on: dense tiles on wmma (forward, dq, dk and dv), the rest on the lane groups.
 class GsaCudaTcTable : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GsaCudaTcTable, TensorCoreForwardMatchesDoubleReference) {
@@ -123,6 +123,8 @@ TEST(GsaCudaTc, ManyTilesMatchReferenceAndLaneGroupsBitwiseRepeatably) {
         EXPECT_EQ(a.o, per_call.o);
         EXPECT_EQ(a.lse, per_call.lse);
         EXPECT_EQ(a.dq, per_call.dq);
+        EXPECT_EQ(a.dk, per_call.dk);
+        EXPECT_EQ(a.dv, per_call.dv);
         EXPECT_EQ(per_call_stats.dense_edges, stats.dense_edges);
         ASSERT_EQ(a.lse.size(), lanes.lse.size());
         for (size_t i = 0; i < a.lse.size(); ++i) {

@@ -1,56 +1,18 @@
-// The backend registry and the CPU backends: one per CPU target, each pinning its target around a call.
+// The backend registry: the backends their files registered (CPU first), the backend a device's calls use, and
+// the scope that pins one.
 #include "kernels/gsa_backend.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
 #include "kernels/gsa_cpu.h"
-#ifdef SB_WITH_CUDA
-#include "kernels/cuda/gsa_cuda_backend.h"
-#endif
 
 namespace sb {
 
 namespace {
-
-class CpuBackend final : public GsaBackend {
- public:
-  explicit CpuBackend(std::string target) : target_(std::move(target)) {}
-  std::string name() const override { return "cpu:" + target_; }
-  const std::string& target() const { return target_; }
-  GsaDevice device() const override { return GsaDevice::cpu; }
-  std::string unsupported(const GsaParams& p) const override {
-    if (p.dtype != GsaDtype::f32 && p.dtype != GsaDtype::f64) {
-      return fmt::format("dtype {} (the CPU kernels take float32 and float64)", gsa_dtype_name(p.dtype));
-    }
-    return "";
-  }
-  GsaWorkspace backward_workspace(const GsaParams& p) const override {
-    const int64_t acc_bytes = p.dtype == GsaDtype::f64 ? 8 : 4;
-    return {gsa_cpu_delta_elems(p) * acc_bytes, gsa_cpu_workspace_elems(p) * acc_bytes};
-  }
-  void forward(const GsaParams& p, void*) const override {
-    gsa_require_supported(*this, p);
-    const GsaBackendScope scope(*this);
-    gsa_forward_cpu(p);
-  }
-  void backward(const GsaParams& p, void*) const override {
-    gsa_require_supported(*this, p);
-    const GsaWorkspace need = backward_workspace(p);
-    if (p.delta == nullptr || p.workspace_bytes < need.workspace_bytes ||
-        (need.workspace_bytes > 0 && p.workspace == nullptr)) {
-      throw Error(fmt::format("graph_attention backward on {}: needs delta and a workspace of {} bytes, got {}",
-                              name(), need.workspace_bytes, p.workspace_bytes));
-    }
-    const GsaBackendScope scope(*this);
-    gsa_backward_cpu(p);
-  }
-
- private:
-  std::string target_;
-};
 
 struct Registry {
   std::vector<std::unique_ptr<GsaBackend>> owned;
@@ -60,11 +22,12 @@ struct Registry {
 const Registry& registry() {
   static const Registry r = [] {
     Registry reg;
-    for (const std::string& target : gsa_cpu_targets()) reg.owned.push_back(std::make_unique<CpuBackend>(target));
-#ifdef SB_WITH_CUDA
-    reg.owned.push_back(make_gsa_cuda_backend(GsaCudaKernels::lane_groups));
-    reg.owned.push_back(make_gsa_cuda_backend(GsaCudaKernels::warp));
-#endif
+    std::vector<GsaBackendEntry> entries = gsa_backend_factories();
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const GsaBackendEntry& a, const GsaBackendEntry& b) { return a.rank < b.rank; });
+    for (const GsaBackendEntry& e : entries) {
+      for (std::unique_ptr<GsaBackend>& b : e.make()) reg.owned.push_back(std::move(b));
+    }
     for (const auto& b : reg.owned) reg.list.push_back(b.get());
     return reg;
   }();
@@ -77,13 +40,15 @@ std::string& pinned_cuda_backend() {
   return name;
 }
 
-// The CUDA backend SB_CUDA_KERNELS names: groups (or unset) -> "cuda", warp -> "cuda:warp".
+// The CUDA backend SB_CUDA_KERNELS names: groups (or unset) -> "cuda", warp -> "cuda:warp", tc -> "cuda:tc".
 std::string cuda_backend_from_env() {
   const char* env = std::getenv("SB_CUDA_KERNELS");
   const std::string v = env != nullptr ? env : "";
   if (v.empty() || v == "groups") return "cuda";
   if (v == "warp") return "cuda:warp";
-  throw Error(fmt::format("SB_CUDA_KERNELS={}: expected groups (lane groups where they apply) or warp", v));
+  if (v == "tc") return "cuda:tc";
+  throw Error(fmt::format(
+      "SB_CUDA_KERNELS={}: expected groups (lane groups where they apply), warp or tc (tensor-core tiles)", v));
 }
 
 }  // namespace
@@ -110,17 +75,16 @@ const GsaBackend* find_gsa_backend(const std::string& name) {
 }
 
 GsaBackendScope::GsaBackendScope(const GsaBackend& b) {
-  const auto* cpu = dynamic_cast<const CpuBackend*>(&b);
-  if (cpu == nullptr) {
-    if (b.device() != GsaDevice::cuda) return;
+  if (b.device() == GsaDevice::cuda) {
     saved_cuda_backend_ = pinned_cuda_backend();
     pinned_cuda_backend() = b.name();
     cuda_pinned_ = true;
     return;
   }
+  const std::string target = b.name().substr(b.name().find(':') + 1);  // "cpu:<target>"
   const std::string active = gsa_cpu_target();
-  if (active == cpu->target()) return;
-  gsa_cpu_pin_target(cpu->target());
+  if (active == target) return;
+  gsa_cpu_pin_target(target);
   saved_cpu_target_ = active;
 }
 

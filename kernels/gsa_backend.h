@@ -1,9 +1,10 @@
 // GsaBackend: one implementation of the graph-attention kernels (a CPU SIMD target, CUDA) behind one
 // interface, and the registry of every backend this build and machine offer. Plain C++, no LibTorch.
-// Adding a backend: a GsaBackend subclass and one line in gsa_backends() (kernels/gsa_backend.cpp).
+// Adding a backend: a GsaBackend subclass and a GsaBackendRegistrar in its own file (see gsa_cpu_backend.cpp).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,13 +46,31 @@ class GsaBackend {
   virtual void backward(const GsaParams& p, void* stream) const = 0;
 };
 
+// Backends register themselves from their own files: a GsaBackendRegistrar at namespace scope there names a factory
+// of the file's backends, called once when gsa_backends() is first asked. A static library drops an object nothing
+// refers to, so each such file also defines an extern "C" function that kernels/CMakeLists.txt keeps with
+// LINKER:--undefined. Inline, so a backend library needs nothing from the registry's object to register.
+using GsaBackendFactory = std::vector<std::unique_ptr<GsaBackend>> (*)();
+enum class GsaBackendRank : uint8_t { cpu, cuda };  // the order of gsa_backends(): CPU first
+struct GsaBackendEntry {
+  GsaBackendRank rank;
+  GsaBackendFactory make;
+};
+inline std::vector<GsaBackendEntry>& gsa_backend_factories() {
+  static std::vector<GsaBackendEntry> factories;
+  return factories;
+}
+struct GsaBackendRegistrar {
+  GsaBackendRegistrar(GsaBackendRank rank, GsaBackendFactory make) { gsa_backend_factories().push_back({rank, make}); }
+};
+
 // Every backend of this build and machine: one per CPU target (best first), then CUDA when built.
 const std::vector<const GsaBackend*>& gsa_backends();
 // The backend named `name`, or nullptr.
 const GsaBackend* find_gsa_backend(const std::string& name);
 // The backend calls on `device` use: the active CPU target (gsa_cpu_target()), or the CUDA backend that
-// SB_CUDA_KERNELS names (groups or unset: "cuda", warp: "cuda:warp"; another value throws sb::Error); nullptr
-// when this build has none for the device.
+// SB_CUDA_KERNELS names (groups or unset: "cuda", warp: "cuda:warp", tc: "cuda:tc"; another value throws
+// sb::Error); nullptr when this build has none for the device.
 const GsaBackend* gsa_backend_for(GsaDevice device);
 // Makes `b` the backend gsa_backend_for(b.device()) returns while it lives (a CPU backend pins its target
 // and the previous one comes back after); how a caller, e.g. a test, sends the op to one backend.

@@ -6,7 +6,7 @@
 // Every output element is produced by one fixed sequence of operations, so results are bitwise identical across
 // runs and thread counts (scheduling only decides which thread runs a work item).
 // Measured with `sparsebench bench kernels` (B=1, H=8, D=64, n=8192, 2 threads) on a 2-core AMD EPYC (AVX2+FMA):
-// see README.md, "CPU kernels and SIMD targets".
+// see kernels/README.md, "CPU kernels and SIMD targets".
 #include "kernels/gsa_cpu.h"
 
 #include <algorithm>

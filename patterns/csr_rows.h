@@ -44,7 +44,7 @@ Graph build_csr_graph(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes
                         std::move(rel));
 }
 
-// The distance relations of build_token_graph (ids 0..2*kDistClip) followed by `extra` named relations.
+// The distance relations (ids 0..2*kDistClip) followed by `extra` named relations.
 inline std::vector<std::string> dist_relations_plus(const std::vector<std::string>& extra) {
   std::vector<std::string> names;
   for (int d = -kDistClip; d <= kDistClip; ++d) names.push_back(dist_relation_name(d));

@@ -142,30 +142,6 @@ Graph graph_from_csr(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes,
   return g;
 }
 
-Graph build_token_graph(int64_t n, bool causal, const std::function<void(int64_t, std::vector<int32_t>&)>& fill) {
-  std::vector<std::string> relations;
-  for (int d = -kDistClip; d <= kDistClip; ++d) relations.push_back(dist_relation_name(d));
-  std::vector<int64_t> row_ptr(static_cast<size_t>(n + 1), 0);
-  std::vector<int32_t> col;
-  std::vector<uint16_t> rel;
-  std::vector<int32_t> srcs;
-  for (int64_t i = 0; i < n; ++i) {
-    srcs.clear();
-    fill(i, srcs);
-    if (!std::is_sorted(srcs.begin(), srcs.end())) std::sort(srcs.begin(), srcs.end());
-    check_edge_count(static_cast<int64_t>(col.size() + srcs.size()));
-    for (int32_t j : srcs) {
-      col.push_back(j);
-      rel.push_back(dist_relation_id(i - j));
-    }
-    row_ptr[i + 1] = static_cast<int64_t>(col.size());
-  }
-  col.shrink_to_fit();
-  rel.shrink_to_fit();
-  return graph_from_csr(n, causal, token_nodes(n), std::move(relations), std::move(row_ptr), std::move(col),
-                        std::move(rel));
-}
-
 void Graph::validate() const {
   const int64_t nn = n_nodes();
   const int64_t ne = n_edges();

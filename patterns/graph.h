@@ -3,7 +3,6 @@
 
 #include <climits>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -111,13 +110,9 @@ void check_edge_count(int64_t n_edges);
 // Clipped signed distance relation for token-only patterns: "dist:clamp(i-j, -clip, clip)".
 constexpr int kDistClip = 32;
 std::string dist_relation_name(int64_t d);
-// Relation id of distance d in the vocabulary of build_token_graph (ids 0..2*kDistClip).
+// Relation id of distance d in the distance vocabulary (ids 0..2*kDistClip; detail::dist_relations_plus).
 inline uint16_t dist_relation_id(int64_t d) {
   return static_cast<uint16_t>((d < -kDistClip ? -kDistClip : d > kDistClip ? kDistClip : d) + kDistClip);
 }
-
-// A token-only graph with distance relations: fill(i, srcs) appends the sources of token i
-// (any order, no duplicates, self included).
-Graph build_token_graph(int64_t n, bool causal, const std::function<void(int64_t, std::vector<int32_t>&)>& fill);
 
 }  // namespace sb

@@ -119,6 +119,16 @@ def panels(n, cols=2):
     return fig, list(axes.flat[:n])
 
 
+def length_axes(ax, key, ylabel):
+    """A panel against sequence length, both axes logarithmic, titled by its case."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{key[0]}: {case_title(key[1], key[2])}")
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def plot_throughput(ok, out_dir, written):
     groups = {k: v for k, v in by_case(ok).items() if any("tokens_per_s" in r for r in v) and k[0] != "train"}
     if not groups:
@@ -131,12 +141,7 @@ def plot_throughput(ok, out_dir, written):
             lo = [p[1] - p[2].get("tokens_per_s_min", p[1]) for p in pts]
             hi = [p[2].get("tokens_per_s_max", p[1]) - p[1] for p in pts]
             ax.errorbar(xs, ys, yerr=[lo, hi], marker="os^vD"[i % 5], ms=3, capsize=2, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length")
-        ax.set_ylabel("tokens / s (median, min-max)")
-        ax.set_title(f"{key[0]}: {case_title(key[1], key[2])}")
-        ax.grid(True, which="both", alpha=0.3)
+        length_axes(ax, key, "tokens / s (median, min-max)")
     fig.suptitle("Throughput vs sequence length")
     shared_legend(fig, axes)
     save(fig, out_dir, "throughput_vs_length", written)
@@ -160,12 +165,7 @@ def plot_memory(ok, out_dir, written):
             kw = {"color": colours[label]} if label in colours else {}
             ax.plot([p[0] for p in pts], [p[1] / MIB for p in pts], ls="--", lw=1, alpha=0.7,
                     label=None if label in colours else f"{label} (analytic)", **kw)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length")
-        ax.set_ylabel("MiB")
-        ax.set_title(f"{key[0]}: {case_title(key[1], key[2])}")
-        ax.grid(True, which="both", alpha=0.3)
+        length_axes(ax, key, "MiB")
     fig.suptitle("Memory vs sequence length (solid: measured peak, dashed: analytic)")
     shared_legend(fig, axes)
     save(fig, out_dir, "memory_vs_length", written)

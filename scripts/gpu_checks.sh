@@ -6,15 +6,19 @@
 #   test_gsa_op, sparsebench_ops). One built on another machine is configured with
 #   -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST and may bring libraries this one lacks in BUILD_DIR/lib.
 #   OUT_DIR receives gpu.tgz (everything, re-packed after each step, so a run cut short keeps what finished) and
-#   summary.txt. STEP: env tests sanitizer sweep fig7 flex ncu (default: all, in that order); each step has its
+#   summary.txt. STEP: env tests sanitizer sweep fig7 flex ncu train train_ncu (default: all, in that order); each step has its
 #   own time limit, which SB_GPU_SCALE multiplies (default 1, fractions allowed).
+#   train: the quality model and the paper's model trained for tens to hundreds of steps (tokens/s, CUDA graphs,
+#   --profile, fp32 losses under each AdamW and SB_BASELINE's); train_ncu: the kernels of the quality model's steps
+#   under ncu. Their data is SB_TRAIN_DATA (default BUILD_DIR/data/enwik8-head.bin, else
+#   ../shared/data/enwik8-head.bin).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bash scripts/gpu_checks.sh BUILD_DIR OUT_DIR [STEP ...]" >&2; exit 2; }
 build=$(realpath "$1")
 out=$(realpath -m "$2")
 shift 2
-steps=${*:-env tests sanitizer sweep fig7 flex ncu}
+steps=${*:-env tests sanitizer sweep fig7 flex ncu train train_ncu}
 scale=${SB_GPU_SCALE:-1}
 work=$(mktemp -d /tmp/sb_gpu.XXXXXX)
 mkdir -p "$out"
@@ -111,6 +115,68 @@ if wants ncu; then
       --set axes/modes=forward_backward --set repeats=1 --set warmup=0 --no-plot --out "$work/ncu_point_$name"
     step "ncu_${name}_details" 60 ncu --import "$work/ncu_$name.ncu-rep" --page details
   done
+fi
+data=${SB_TRAIN_DATA:-$build/data/enwik8-head.bin}
+[ -f "$data" ] || data=../shared/data/enwik8-head.bin
+quality=(--layers 2 --dim 128 --heads 4 --ffn 512 --dropout 0 --context 512 --batch 8)
+paper=(--layers 12 --dim 512 --heads 8 --ffn 2048 --dropout 0)
+quiet=(--device cuda --eval-every 0 --checkpoint-every 0 --no-final-eval --lens-bytes 0 --data "$data" --overwrite)
+if wants train; then
+  # train_run NAME BINARY ARGS...: one training run into $work/train/NAME (result.json and metrics, no checkpoint).
+  train_run() {
+    local name=$1 bin=$2
+    shift 2
+    step "train_$name" 120 "$bin" train "${quiet[@]}" --out "$work/train/$name" "$@"
+    rm -f "$work/train/$name/checkpoint.pt"
+    pack
+  }
+  # Most wanted first, so a slot that ends early keeps them: the default step (fused AdamW, no host reads inside a
+  # step), CUDA graphs, fp32 losses under each update, the paper's model, the profiles; then the per-parameter AdamW
+  # and SB_BASELINE (another build) on the runs they are compared on.
+  q_bf16=("${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 400 --log-every 100)
+  q_fp32=("${quality[@]}" --pattern bpt --set k=4 --dtype float32 --steps 200 --log-every 1)
+  p_dense=("${paper[@]}" --pattern dense --attention dense --positions absolute --context 512 --batch 64 --dtype bfloat16
+           --steps 60 --log-every 20)
+  p_bpt=("${paper[@]}" --pattern bpt --set k=64 --context 512 --batch 64 --dtype bfloat16 --steps 40 --log-every 20)
+  train_run quality_bpt4 "$sb" "${q_bf16[@]}"
+  SB_CUDA_GRAPHS=1 train_run quality_bpt4_graphs "$sb" "${q_bf16[@]}"
+  train_run quality_fp32 "$sb" "${q_fp32[@]}"
+  SB_OPTIMIZER=per_parameter train_run quality_fp32_per_parameter "$sb" "${q_fp32[@]}"
+  SB_CUDA_GRAPHS=1 train_run quality_fp32_graphs "$sb" "${q_fp32[@]}"
+  train_run paper_dense "$sb" "${p_dense[@]}"
+  SB_CUDA_GRAPHS=1 train_run paper_dense_graphs "$sb" "${p_dense[@]}"
+  train_run paper_bpt64 "$sb" "${p_bpt[@]}"
+  SB_CUDA_GRAPHS=1 train_run paper_bpt64_graphs "$sb" "${p_bpt[@]}"
+  train_run quality_profile "$sb" "${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 200 \
+    --log-every 100 --profile
+  train_run quality_window9 "$sb" "${quality[@]}" --pattern window --set w=9 --dtype bfloat16 --steps 400 --log-every 100
+  SB_CUDA_GRAPHS=1 train_run quality_window9_graphs "$sb" "${quality[@]}" --pattern window --set w=9 \
+    --dtype bfloat16 --steps 400 --log-every 100
+  train_run paper_bpt64_8192 "$sb" "${paper[@]}" --pattern bpt --set k=64 --context 8192 --batch 4 --dtype bfloat16 \
+    --steps 20 --log-every 10
+  train_run paper_profile "$sb" "${p_bpt[@]}" --profile
+  SB_OPTIMIZER=per_parameter train_run quality_bpt4_per_parameter "$sb" "${q_bf16[@]}"
+  if [ -n "${SB_BASELINE:-}" ]; then
+    for run in quality_bpt4 quality_fp32 paper_dense paper_bpt64; do
+      case $run in
+        quality_bpt4) args=("${q_bf16[@]}") ;;
+        quality_fp32) args=("${q_fp32[@]}") ;;
+        paper_dense) args=("${p_dense[@]}") ;;
+        paper_bpt64) args=("${p_bpt[@]}") ;;
+      esac
+      train_run "${run}_baseline" "$SB_BASELINE" "${args[@]}"
+    done
+  fi
+fi
+if wants train_ncu; then
+  # 300 kernels of the quality model after its first 6000 (past warm-up), each timed alone: where a CUDA step goes.
+  if command -v ncu >/dev/null; then
+    step ncu_train 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 6000 \
+      --launch-count 300 "$sb" train "${quiet[@]}" --out "$work/train/ncu" "${quality[@]}" --pattern bpt --set k=4 \
+      --dtype bfloat16 --steps 100 --log-every 50
+    rm -f "$work/train/ncu/checkpoint.pt"
+  fi
+  pack
 fi
 pack
 cat "$summary"

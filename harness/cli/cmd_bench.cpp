@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "harness/cli/cli.h"
 #include "harness/lm/config.h"
-#include "harness/measure/bench.h"
+#include "harness/bench/bench.h"
 #include "harness/measure/build_info.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/threads.h"

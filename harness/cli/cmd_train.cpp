@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "harness/cli/cli.h"
-#include "harness/dist/launch.h"
-#include "harness/dist/process_group.h"
+#include "harness/parallel/launch.h"
+#include "harness/parallel/process_group.h"
 #include "harness/lm/trainer.h"
 #include "common/error.h"
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -19,7 +20,7 @@
 #include "common/hash.h"
 #include "common/limits.h"
 #include "common/text.h"
-#include "harness/dist/process_group.h"
+#include "harness/parallel/process_group.h"
 #include "kernels/gsa_cpu.h"
 #include "harness/lm/checkpoint.h"
 #include "harness/lm/data.h"
@@ -31,8 +32,10 @@
 #include "harness/measure/machine.h"
 #include "harness/measure/memory_tracker.h"
 #include "harness/measure/op_profile.h"
+#include "harness/lm/captured_step.h"
+#include "harness/lm/optimizer.h"
 #include "harness/measure/threads.h"
-#include "harness/scenario/run_config.h"
+#include "common/config_changes.h"
 
 namespace sb {
 
@@ -362,6 +365,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   groups.emplace_back(decay, adamw(cfg.weight_decay));
   groups.emplace_back(no_decay, adamw(0.0));
   torch::optim::AdamW optimizer(groups, torch::optim::AdamWOptions(cfg.lr));
+  AdamWStepper stepper(optimizer);  // fused where LibTorch has it (SB_OPTIMIZER chooses)
 
   std::mt19937_64 rng(cfg.seed);
   int64_t step = 0;
@@ -485,49 +489,139 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     if (lead) append_line(metrics_path, record);
   };
   int64_t steps_this_run = 0;
+  // On CUDA in one process a step enqueues its work and returns: its loss stays on the device until a log, eval or
+  // checkpoint step (or the last) reads the pending losses at once, so the host never waits inside a step. With
+  // ranks (the loss is all-reduced with the gradients) or on the CPU every step is read at once, as before.
+  // SB_DEFER_LOSS_READS=1 defers on the CPU too, so the tests cover this path without a GPU.
+  const char* defer_env = std::getenv("SB_DEFER_LOSS_READS");
+  const bool defer_reads = !pg && (device.is_cuda() || (defer_env && std::string(defer_env) == "1"));
+  const bool sync_sections = cfg.profile && device.is_cuda();  // sections end when their kernels have run
+  auto device_sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
+  };
+  std::vector<std::pair<int64_t, torch::Tensor>> pending;  // (step, loss on the device) not yet read
+  // SB_CUDA_GRAPHS=1: after kCaptureAfter steps of this process, the step (forward, backward, clipping, fused AdamW)
+  // is captured once as a CUDA graph and replayed with the batch and learning rate in device tensors. Where it
+  // cannot be, the reason is recorded and the steps run as before.
+  constexpr int64_t kCaptureAfter = 3;
+  const char* graphs_env = std::getenv("SB_CUDA_GRAPHS");
+  const bool want_graphs = graphs_env && std::string(graphs_env) == "1";
+  std::string graphs_why;
+  if (want_graphs) {
+    if (!device.is_cuda()) graphs_why = "CUDA graphs need --device cuda";
+    else if (pg) graphs_why = "not with data-parallel ranks (the gradient exchange runs on the host)";
+    else if (loss_scale.enabled) graphs_why = "not with float16 loss scaling (its skip decision is read on the host)";
+    else if (cfg.profile) graphs_why = "not under --profile (its sections synchronise)";
+    else if (cfg.model.dropout > 0) graphs_why = "not with dropout (its masks are seeded from the host each step)";
+    else if (stepper.name() != "fused") graphs_why = "needs the fused AdamW (its learning rate as a device tensor)";
+    else if (!CapturedStep::available()) graphs_why = "this build's LibTorch has no CUDA graphs";
+  }
+  CapturedStep captured;
+  torch::Tensor static_batch, static_loss, device_lr;
+  bool diverged = false;
+  // Reads the pending losses in order; at the first non-finite one the run stops there, as a per-step read would.
+  auto read_pending = [&] {
+    if (pending.empty()) return;
+    std::vector<torch::Tensor> values;
+    for (auto& [s, l] : pending) values.push_back(l.to(torch::kFloat64).reshape({}));
+    const torch::Tensor host = torch::stack(values).cpu();
+    const double* v = host.data_ptr<double>();
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const int64_t at = pending[i].first;
+      if (!std::isfinite(v[i])) {
+        diverged = true;
+        status = "diverged";
+        last_loss = v[i];
+        step = at - 1;  // the steps after it (enqueued before the read) do not count
+        if (!cfg.quiet) fmt::print("train: step {}: loss is {}, stopping (status diverged)\n", at, v[i]);
+        log_record({{"kind", "diverged"}, {"step", at}, {"loss", v[i]}});
+        break;
+      }
+      last_loss = v[i];
+      interval_loss += v[i];
+    }
+    pending.clear();
+  };
 
   while (step < cfg.steps && !(budget_s > 0 && train_s >= budget_s)) {
     const double t0 = now_s();
     const double lr = learning_rate(cfg, step + 1, train_s);
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-    auto batch = sample_windows(data, data.train(), cfg.batch * world, window, rng, layout.rank * cfg.batch, cfg.batch)
-                     .to(device);
-    auto inputs = batch.slice(1, 0, cfg.model.context);
-    auto targets = batch.slice(1, 1, window);
-    const double t1 = now_s();
-    if (cfg.profile) op_profile.start(0);
-    auto logits = model->forward(inputs);
-    auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
-    double loss_v = loss.item<double>();
-    op_profile.stop();
-    const double t2 = now_s();
-    optimizer.zero_grad();
-    if (cfg.profile) op_profile.start(1);
-    if (std::isfinite(loss_v)) (loss_scale.enabled ? loss * loss_scale.scale : loss).backward();
-    op_profile.stop();
-    const double t3 = now_s();
-    if (pg) {  // the mean gradient and loss over the ranks (equal shares of the global batch), in one exchange
-      auto loss_sum = torch::tensor({loss_v}, torch::kFloat64);
-      buckets->average(*pg, {loss_sum});
-      loss_v = loss_sum.item<double>() / world;
+    const torch::Tensor host_batch =
+        sample_windows(data, data.train(), cfg.batch * world, window, rng, layout.rank * cfg.batch, cfg.batch);
+    if (want_graphs && graphs_why.empty() && !captured.ready() && steps_this_run >= kCaptureAfter) {
+      // Static inputs and gradients exist before the capture, so every replay reads and writes the same memory.
+      static_batch = host_batch.to(device);
+      device_lr = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+      const std::vector<torch::Tensor> params = model->parameters();
+      for (const auto& p : params) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      }
+      captured.capture(
+          device,
+          [&] {
+            for (const auto& p : params) p.grad().zero_();
+            auto logits = model->forward(static_batch.slice(1, 0, cfg.model.context));
+            static_loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}),
+                                                               static_batch.slice(1, 1, window).reshape({-1}));
+            static_loss.backward();
+            if (cfg.clip > 0) clip_grad_norm_no_sync(params, cfg.clip);
+            stepper.step(device_lr);
+          },
+          &graphs_why);
+      if (captured.ready()) captured.replay();  // the capture only recorded the step: this runs it
+    } else if (captured.ready()) {
+      static_batch.copy_(host_batch.pin_memory(), /*non_blocking=*/true);
+      device_lr.fill_(lr);
+      captured.replay();
+      stepper.advance_host_steps();
     }
-    const double t3c = now_s();
-    comm_s += t3c - t3;
-    if (!std::isfinite(loss_v)) {
-      status = "diverged";
-      last_loss = loss_v;
-      if (!cfg.quiet) fmt::print("train: step {}: loss is {}, stopping (status diverged)\n", step + 1, loss_v);
-      log_record({{"kind", "diverged"}, {"step", step + 1}, {"loss", loss_v}});
-      break;
-    }
-    // After the all-reduce every rank holds the same gradients, so all take the same skip decision.
-    if (loss_scale.unscale_and_check(model->parameters())) {
-      if (cfg.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.clip);
-      optimizer.step();
+    double t1, t2, t3, t3c;
+    if (captured.ready()) {  // forward, backward and the update ran in the graph
+      pending.emplace_back(step + 1, static_loss.detach().clone());
+      t1 = t2 = t3 = t3c = now_s();
     } else {
-      log_record({{"kind", "skipped"}, {"step", step + 1}, {"loss_scale", loss_scale.scale}});
+      // Pinned and asynchronous on CUDA: a pageable copy would wait for the device's queue to drain.
+      auto batch = device.is_cuda() ? host_batch.pin_memory().to(device, /*non_blocking=*/true) : host_batch.to(device);
+      auto inputs = batch.slice(1, 0, cfg.model.context);
+      auto targets = batch.slice(1, 1, window);
+      if (sync_sections) device_sync();
+      t1 = now_s();
+      if (cfg.profile) op_profile.start(0);
+      auto logits = model->forward(inputs);
+      auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
+      double loss_v = defer_reads ? 0.0 : loss.item<double>();
+      op_profile.stop();
+      if (sync_sections) device_sync();
+      t2 = now_s();
+      optimizer.zero_grad();
+      if (cfg.profile) op_profile.start(1);
+      if (defer_reads || std::isfinite(loss_v)) (loss_scale.enabled ? loss * loss_scale.scale : loss).backward();
+      op_profile.stop();
+      if (sync_sections) device_sync();
+      t3 = now_s();
+      if (pg) {  // the mean gradient and loss over the ranks (equal shares of the global batch), in one exchange
+        auto loss_sum = torch::tensor({loss_v}, torch::kFloat64);
+        buckets->average(*pg, {loss_sum});
+        loss_v = loss_sum.item<double>() / world;
+      }
+      t3c = now_s();
+      pending.emplace_back(step + 1, defer_reads ? loss.detach() : torch::full({}, loss_v, torch::kFloat64));
+      if (!defer_reads) {
+        read_pending();
+        if (diverged) break;
+      }
+      // After the all-reduce every rank holds the same gradients, so all take the same skip decision.
+      if (loss_scale.unscale_and_check(model->parameters())) {
+        if (cfg.clip > 0) clip_grad_norm_no_sync(model->parameters(), cfg.clip);
+        stepper.step();
+      } else {
+        log_record({{"kind", "skipped"}, {"step", step + 1}, {"loss_scale", loss_scale.scale}});
+      }
     }
+    if (sync_sections) device_sync();
     const double t4 = now_s();
+    comm_s += t3c - t3;
     data_s += t1 - t0, fwd_s += t2 - t1, bwd_s += t3 - t2, opt_s += t4 - t3c;
     train_s += t4 - t0;
     if (pg && budget_s > 0) {  // the time budget is rank 0's clock, so every rank stops at the same step
@@ -537,20 +631,31 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     }
     ++step;
     ++steps_this_run;
-    last_loss = loss_v;
-    interval_loss += loss_v;
     interval_train_s += t4 - t0;
     ++interval_steps;
 
     const bool last = step >= cfg.steps || (budget_s > 0 && train_s >= budget_s);
-    if (step % cfg.log_every == 0 || last) {
+    const bool logs = step % cfg.log_every == 0 || last;
+    const bool evals_now = cfg.eval_every > 0 && (step % cfg.eval_every == 0 || last);
+    const bool saves = cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0;
+    const bool stops = cfg.stop_after > 0 && steps_this_run >= cfg.stop_after && !last;
+    if (!pending.empty() && (logs || evals_now || saves || stops)) {
+      // The wait for the queued steps belongs to the training time of the interval that queued them.
+      const double w0 = now_s();
+      read_pending();
+      const double waited = now_s() - w0;
+      train_s += waited;
+      interval_train_s += waited;
+      if (diverged) break;
+    }
+    if (logs) {
       const double mean_loss = interval_loss / interval_steps;
       const double tps = interval_steps * tokens_per_step / std::max(1e-9, interval_train_s);
       const double per_step = interval_train_s / interval_steps;
       double eta = (cfg.steps - step) * per_step;
       if (budget_s > 0) eta = std::min(eta, budget_s - train_s);
       // batch_fnv: a digest of this step's windows (rank 0's rows), so paired runs can be checked to share data.
-      const torch::Tensor rows = batch.cpu().contiguous();
+      const torch::Tensor rows = host_batch.contiguous();
       log_record({{"kind", "train"},
                   {"step", step},
                   {"loss", mean_loss},
@@ -568,7 +673,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
       interval_steps = 0;
     }
     // The last step is evaluated too, so every learning curve ends where training did (on the same bytes).
-    if (cfg.eval_every > 0 && (step % cfg.eval_every == 0 || last)) {
+    if (evals_now) {
       const EvalResult r =
           evaluate(model, data, data.valid(), cfg.model.context, cfg.eval_bytes, cfg.eval_batch, pg.get());
       eval_s += r.seconds;
@@ -581,8 +686,8 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
         std::fflush(stdout);
       }
     }
-    if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) checkpoint_s += save();
-    if (cfg.stop_after > 0 && steps_this_run >= cfg.stop_after && !last) {
+    if (saves) checkpoint_s += save();
+    if (stops) {
       status = "stopped";
       break;
     }
@@ -609,6 +714,8 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
                                 ? matmul_backend()
                                 : std::string("libtorch")},
                  {"precision", {{"parameters", dtype_name(dtype)}, {"compute", dtype_name(compute)}}},
+                 {"optimizer", "adamw:" + stepper.name()},
+                 {"cuda_graphs", want_graphs ? (captured.ready() ? json("captured") : json(graphs_why)) : json("off")},
                  {"git_commit", git_commit()},
                  {"torch_version", libtorch_version()},
                  {"evals", evals},

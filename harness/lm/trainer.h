@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/dist/launch.h"
+#include "harness/parallel/launch.h"
 #include "harness/lm/config.h"
 #include "harness/lm/model.h"
 
@@ -17,7 +17,7 @@ namespace sb {
 // With a distributed `layout` (torchrun, srun or `train --nproc`), this process is one rank of a data-parallel run:
 // every rank trains on its rows of each global batch of nproc * batch windows, gradients are averaged over the
 // ranks (c10d: Gloo on CPU, NCCL on CUDA), and only rank 0 writes metrics, checkpoints and result.json. A rank
-// whose peers stop throws RankFailure (harness/dist/process_group.h).
+// whose peers stop throws RankFailure (harness/parallel/process_group.h).
 nlohmann::json train(const TrainConfig& cfg, const RankLayout& layout = RankLayout{});
 
 // Trains `cfg` with cfg.nproc local ranks: train() itself for one; otherwise `sparsebench train` processes of this

@@ -28,7 +28,7 @@
 #include "harness/measure/memory_tracker.h"
 #include "harness/measure/threads.h"
 #include "harness/measure/timing.h"
-#include "harness/scenario/run_config.h"
+#include "common/config_changes.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
 

@@ -20,7 +20,7 @@
 #include "common/text.h"
 #include "harness/scenario/paths.h"
 #include "harness/scenario/point_process.h"
-#include "harness/scenario/run_config.h"
+#include "common/config_changes.h"
 #include "harness/scenario/shard.h"
 
 namespace sb {

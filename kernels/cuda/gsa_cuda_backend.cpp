@@ -1,10 +1,12 @@
 // The CUDA backends: support answers (head dimension), workspace sizes and the launchers of gsa_cuda.h, with lane
-// groups where they apply ("cuda") or one warp per edge throughout ("cuda:warp").
-#include "kernels/cuda/gsa_cuda_backend.h"
-
+// groups where they apply ("cuda") or one warp per edge throughout ("cuda:warp"); they register themselves with
+// the backend registry, so a build with CUDA lists them.
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/gsa_cuda.h"
+#include "kernels/gsa_backend.h"
 #include "common/error.h"
 
 namespace sb {
@@ -41,10 +43,18 @@ class CudaBackend final : public GsaBackend {
   GsaCudaKernels kernels_;
 };
 
+std::vector<std::unique_ptr<GsaBackend>> make_cuda_backends() {
+  std::vector<std::unique_ptr<GsaBackend>> out;
+  out.push_back(std::make_unique<CudaBackend>(GsaCudaKernels::lane_groups));
+  out.push_back(std::make_unique<CudaBackend>(GsaCudaKernels::warp));
+  return out;
+}
+
+const GsaBackendRegistrar registrar(GsaBackendRank::cuda, make_cuda_backends);
+
 }  // namespace
 
-std::unique_ptr<GsaBackend> make_gsa_cuda_backend(GsaCudaKernels kernels) {
-  return std::make_unique<CudaBackend>(kernels);
-}
+// Named by kernels/CMakeLists.txt (LINKER:--undefined), so every program linking the CUDA kernels keeps this file.
+extern "C" void sb_gsa_cuda_backends() {}
 
 }  // namespace sb

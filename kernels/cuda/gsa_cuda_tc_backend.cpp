@@ -1,9 +1,12 @@
-// The "cuda:tc" backend: the tensor-core forward and dq (gsa_cuda_tc.h) on the calls they take, the lane-group kernels
-// for everything else (dk and dv always).
-#include <string>
-
-#include "kernels/cuda/gsa_cuda_backend.h"
+// The "cuda:tc" backend: the tensor-core kernels (gsa_cuda_tc.h) on the calls they take, the lane groups for the rest;
+// it registers itself (SB_CUDA_KERNELS=tc picks it).
 #include "kernels/cuda/gsa_cuda_tc.h"
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/gsa_cuda.h"
+#include "kernels/gsa_backend.h"
 
 namespace sb {
 
@@ -41,7 +44,18 @@ class CudaTcBackend final : public GsaBackend {
   bool strict_;
 };
 
+std::vector<std::unique_ptr<GsaBackend>> make_tc_backends() {
+  std::vector<std::unique_ptr<GsaBackend>> out;
+  out.push_back(std::make_unique<CudaTcBackend>(false));
+  return out;
+}
+
+const GsaBackendRegistrar registrar(GsaBackendRank::cuda, make_tc_backends);
+
 }  // namespace
+
+// Named by kernels/CMakeLists.txt (LINKER:--undefined), so every program linking the CUDA kernels keeps this file.
+extern "C" void sb_gsa_cuda_tc_backends() {}
 
 std::unique_ptr<GsaBackend> make_gsa_cuda_tc_backend(bool strict) { return std::make_unique<CudaTcBackend>(strict); }
 

@@ -1,15 +1,11 @@
-// LibTorch layer over the graph-attention kernels: the op's declaration (TORCH_LIBRARY), its CPU and
-// Autograd registrations, input checks, params, the prepared graph, and the dense baseline.
+// The graph-attention op: its declaration (TORCH_LIBRARY), input checks, the kernels' params, its CPU and Autograd
+// registrations and the calls of graph_attention_op.h.
 #include "kernels/torch/graph_attention_op.h"
 
-#include <cmath>
-
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <cmath>
 #include <fmt/format.h>
-#include <fmt/ranges.h>  // fmt::join (in format.h before fmt 11)
-#include <limits>
 #include <torch/library.h>
-#include <torch/version.h>
 
 #include "kernels/gsa_backend.h"
 #include "kernels/gsa_host_graph.h"
@@ -24,42 +20,9 @@ extern "C" void sb_graph_attention_op_registrations() {}
 
 namespace sb {
 
-std::string dtype_name(c10::ScalarType s) {
-  switch (s) {
-    case torch::kFloat32: return "float32";
-    case torch::kFloat64: return "float64";
-    case torch::kFloat16: return "float16";
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kInt32: return "int32";
-    case torch::kInt64: return "int64";
-    case torch::kInt16: return "int16";
-    case torch::kInt8: return "int8";
-    case torch::kUInt8: return "uint8";
-    case torch::kBool: return "bool";
-    default: return c10::toString(s);
-  }
-}
-
 namespace {
 
 using op::GraphRef;
-
-std::string shape_str(const torch::Tensor& t) {
-  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
-  return fmt::format("({})", fmt::join(s, ", "));
-}
-
-std::string dtype_str(const torch::Tensor& t) { return dtype_name(t.scalar_type()); }
-
-torch::Tensor upload(const void* data, int64_t n, torch::Dtype dtype, torch::Device device) {
-  return torch::from_blob(const_cast<void*>(data), {n}, dtype).to(device, /*non_blocking=*/false, /*copy=*/true);
-}
-
-template <typename T>
-std::vector<T> to_vector(const torch::Tensor& t) {
-  const torch::Tensor c = t.to(torch::kCPU).contiguous();
-  return std::vector<T>(c.data_ptr<T>(), c.data_ptr<T>() + c.numel());
-}
 
 bool floating(const torch::Tensor& t) {
   const auto s = t.scalar_type();
@@ -172,7 +135,12 @@ const GsaBackend& check_inputs(const torch::Tensor& q, const torch::Tensor& k, c
   return backend;
 }
 
-GsaStrides strides_of(const torch::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+// Points one of p's arrays at t ([B, N, H, D]) with t's strides.
+template <typename Ptr>
+void set_array(Ptr& ptr, GsaStrides& strides, const torch::Tensor& t) {
+  ptr = t.data_ptr();
+  strides = {t.stride(0), t.stride(1), t.stride(2)};
+}
 
 GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                       const torch::Tensor& rel_emb, const TorchGraph& graph) {
@@ -198,12 +166,9 @@ GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torc
     p.graph.tiles = gsa_tile_view(graph.tile_data.data_ptr<int64_t>(), *graph.tile_layout);
     p.graph.src_tiles = gsa_tile_view(graph.src_tile_data.data_ptr<int64_t>(), *graph.src_tile_layout);
   }
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
-  p.q_strides = strides_of(q);
-  p.k_strides = strides_of(k);
-  p.v_strides = strides_of(v);
+  set_array(p.q, p.q_strides, q);
+  set_array(p.k, p.k_strides, k);
+  set_array(p.v, p.v_strides, v);
   if (rel_emb.defined()) {
     p.rel_emb = rel_emb.data_ptr();
     p.rel_stride = rel_emb.stride(0);
@@ -321,8 +286,7 @@ std::tuple<torch::Tensor, torch::Tensor> forward_on_device(const torch::Tensor& 
   torch::Tensor o = torch::empty_like(q);
   torch::Tensor lse = torch::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(acc_dtype(q)));
   GsaParams p = make_params(q, k, v, rel_emb, *graph);
-  p.o = o.data_ptr();
-  p.o_strides = strides_of(o);
+  set_array(p.o, p.o_strides, o);
   p.lse = lse.data_ptr();
   torch::Tensor workspace;
   if (const int64_t bytes = backend.forward_workspace_bytes(p); bytes > 0) {
@@ -355,17 +319,12 @@ std::vector<torch::Tensor> backward_on_device(const torch::Tensor& d_o_in, const
   const torch::Tensor o = o_in.contiguous(), d_o = d_o_in.contiguous(), lse = lse_in.contiguous();
   torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
   GsaParams p = make_params(q, k, v, rel_emb, *graph);
-  p.o = const_cast<void*>(o.data_ptr());
-  p.o_strides = strides_of(o);
+  set_array(p.o, p.o_strides, o);
   p.lse = const_cast<void*>(lse.data_ptr());
-  p.d_o = d_o.data_ptr();
-  p.d_o_strides = strides_of(d_o);
-  p.dq = dq.data_ptr();
-  p.dk = dk.data_ptr();
-  p.dv = dv.data_ptr();
-  p.dq_strides = strides_of(dq);
-  p.dk_strides = strides_of(dk);
-  p.dv_strides = strides_of(dv);
+  set_array(p.d_o, p.d_o_strides, d_o);
+  set_array(p.dq, p.dq_strides, dq);
+  set_array(p.dk, p.dk_strides, dk);
+  set_array(p.dv, p.dv_strides, dv);
   std::vector<torch::Tensor> grads = {dq, dk, dv};
   if (rel_emb.defined()) {
     grads.push_back(torch::empty_like(rel_emb));
@@ -386,78 +345,6 @@ std::vector<torch::Tensor> backward_on_device(const torch::Tensor& d_o_in, const
 }
 
 }  // namespace op
-
-TorchGraph TorchGraph::from_host(const GsaHostGraph& h, torch::Device device) {
-  TorchGraph t;
-  t.n_tokens = h.n_nodes;
-  t.n_nodes = h.n_nodes;
-  t.n_relations = h.n_relations;
-  const int64_t ne = h.n_edges();
-  t.row_ptr = upload(h.row_ptr.data(), h.n_nodes + 1, torch::kInt64, device);
-  t.col = upload(h.col.data(), ne, torch::kInt32, device);
-  t.rel = upload(h.rel.data(), ne, torch::kInt32, device);
-  t.t_row_ptr = upload(h.t_row_ptr.data(), h.n_nodes + 1, torch::kInt64, device);
-  t.t_col = upload(h.t_col.data(), ne, torch::kInt32, device);
-  t.t_edge = upload(h.t_edge.data(), ne, torch::kInt32, device);
-  t.rel_ptr = upload(h.rel_ptr.data(), h.n_relations + 1, torch::kInt64, device);
-  t.rel_edge = upload(h.rel_edge.data(), ne, torch::kInt32, device);
-  t.rel_dst = upload(h.rel_dst.data(), ne, torch::kInt32, device);
-  const auto schedule = [&](const GsaPackedSchedule& s) {
-    return upload(s.data.data(), static_cast<int64_t>(s.data.size()), torch::kInt64, device);
-  };
-  t.row_schedule = schedule(h.row_schedule);
-  t.src_schedule = schedule(h.src_schedule);
-  t.row_pieces = h.row_schedule.n_pieces;
-  t.row_split = h.row_schedule.n_split;
-  t.src_pieces = h.src_schedule.n_pieces;
-  t.src_split = h.src_schedule.n_split;
-  const auto blocks = [&](const std::vector<int32_t>& order) {
-    return upload(order.data(), static_cast<int64_t>(order.size()), torch::kInt32, device);
-  };
-  t.row_blocks = blocks(h.row_blocks);
-  t.src_blocks = blocks(h.src_blocks);
-  t.cpu_plans = std::make_shared<const GsaCpuPlans>(h.cpu_plans);
-  if (device.is_cuda()) {  // planned once here, so no tensor-core call plans again
-    const auto tiles = [&](const std::vector<int64_t>& ptr, const std::vector<int32_t>& col, const GsaPackedSchedule& s,
-                           torch::Tensor& data, std::shared_ptr<const GsaPackedTiles>& layout) {
-      GsaPackedTiles packed = gsa_pack_tiles(gsa_tile_plan(ptr.data(), col.data(), h.n_nodes), s.data, s.n_pieces,
-                                             s.n_split);
-      data = upload(packed.data.data(), static_cast<int64_t>(packed.data.size()), torch::kInt64, device);
-      packed.data.clear();
-      layout = std::make_shared<const GsaPackedTiles>(std::move(packed));
-    };
-    tiles(h.row_ptr, h.col, h.row_schedule, t.tile_data, t.tile_layout);
-    tiles(h.t_row_ptr, h.t_col, h.src_schedule, t.src_tile_data, t.src_tile_layout);
-  }
-  return t;
-}
-
-TorchGraph TorchGraph::from_graph(const Graph& g, torch::Device device) {
-  TorchGraph t = from_host(GsaHostGraph(g), device);
-  t.n_tokens = g.n_tokens;
-  t.causal = g.causal;
-  return t;
-}
-
-TorchGraph TorchGraph::from_tensors(const torch::Tensor& row_ptr, const torch::Tensor& col, const torch::Tensor& rel,
-                                    int64_t n_relations) {
-  auto check = [](const torch::Tensor& t, const char* name, torch::Dtype dtype, int64_t n) {
-    if (!t.defined() || t.dim() != 1 || t.scalar_type() != dtype || (n >= 0 && t.numel() != n)) {
-      throw Error(fmt::format("graph: {} must be a 1-d {} tensor{}, got {} {}", name, dtype_name(dtype),
-                              n >= 0 ? fmt::format(" of {} entries", n) : std::string(),
-                              t.defined() ? dtype_str(t) : "undefined", t.defined() ? shape_str(t) : ""));
-    }
-  };
-  check(row_ptr, "row_ptr", torch::kInt64, -1);
-  check(col, "col", torch::kInt32, -1);
-  check(rel, "rel", torch::kInt32, col.numel());
-  for (const torch::Tensor* t : {&col, &rel}) {
-    if (t->device() != row_ptr.device()) throw Error("graph: row_ptr, col and rel must be on one device");
-  }
-  // The one host copy of the graph: checked, transposed and grouped there, then uploaded back.
-  const GsaHostGraph host(to_vector<int64_t>(row_ptr), to_vector<int32_t>(col), to_vector<int32_t>(rel), n_relations);
-  return from_host(host, row_ptr.device());
-}
 
 torch::Tensor graph_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& rel_emb, const TorchGraph& graph) {
@@ -487,65 +374,6 @@ std::string graph_attention_backend(torch::Device device, c10::ScalarType dtype)
   p.dtype = gsa_dtype(dtype);
   if (staged_through_float32(backend, p)) return backend.name() + " (" + dtype_name(dtype) + " staged to float32)";
   return backend.name();
-}
-
-namespace {
-
-void check_dense_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  if (q.dim() != 4) throw Error(fmt::format("q must have shape (B, T, H, D), got {}", shape_str(q)));
-  if (k.sizes() != q.sizes()) throw Error(fmt::format("k must have shape {} like q, got {}", shape_str(q), shape_str(k)));
-  if (v.sizes() != q.sizes()) throw Error(fmt::format("v must have shape {} like q, got {}", shape_str(q), shape_str(v)));
-}
-
-}  // namespace
-
-torch::Tensor dense_naive_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    bool causal) {
-  check_dense_inputs(q, k, v);
-  // [B, T, H, D] -> [B, H, T, D]
-  // q is scaled before the product so the [B, H, T, T] scores are materialised once
-  const torch::Tensor qt = (q * (1.0 / std::sqrt(static_cast<double>(q.size(3))))).transpose(1, 2);
-  const torch::Tensor kt = k.transpose(1, 2), vt = v.transpose(1, 2);
-  torch::Tensor scores = torch::matmul(qt, kt.transpose(-2, -1));
-  if (causal) {
-    const int64_t t = q.size(1);
-    const torch::Tensor future = torch::ones({t, t}, q.options().dtype(torch::kBool)).triu(1);
-    scores.masked_fill_(future, -std::numeric_limits<double>::infinity());
-  }
-  return torch::matmul(torch::softmax(scores, -1), vt).transpose(1, 2).contiguous();
-}
-
-torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal) {
-#if TORCH_VERSION_MAJOR >= 2
-  check_dense_inputs(q, k, v);
-  // [B, T, H, D] -> [B, H, T, D]; the default scale is 1/sqrt(D), as in the naive path
-  return at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), {}, 0.0, causal)
-      .transpose(1, 2)
-      .contiguous();
-#else
-  return dense_naive_attention(q, k, v, causal);
-#endif
-}
-
-std::string dense_attention_backend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    bool causal, bool naive) {
-  check_dense_inputs(q, k, v);
-#if TORCH_VERSION_MAJOR >= 2
-  if (!naive) {
-    // The same choice scaled_dot_product_attention makes (at::SDPBackend numbering, stable since 2.0).
-    switch (at::_fused_sdp_choice(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), {}, 0.0, causal)) {
-      case 0: return "sdpa:math";
-      case 1: return "sdpa:flash_attention";
-      case 2: return "sdpa:efficient_attention";
-      case 3: return "sdpa:cudnn_attention";
-      default: return "sdpa:other";
-    }
-  }
-#else
-  (void)causal;
-  (void)naive;
-#endif
-  return "materialised";
 }
 
 }  // namespace sb

@@ -1,5 +1,6 @@
 // Trainer tests: option parsing, resume reproducing an uninterrupted run, checkpoint corruption, data errors.
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -275,6 +276,66 @@ TEST(Train, DivergenceStopsTheRun) {
   EXPECT_TRUE(r["valid_bpc"].is_null());
   EXPECT_EQ(read_metrics(base + "/run", "diverged").size(), 1u);
   EXPECT_TRUE(fs::exists(base + "/run/result.json"));
+  sb::test::remove_tree(base);
+}
+
+// Losses read at log, eval and checkpoint steps (as on CUDA) give the metrics, evaluations and result that a read
+// after every step gives, and a divergence is still reported at the step where the loss stopped being finite.
+struct DeferReads {
+  explicit DeferReads(bool on) {
+    if (on) setenv("SB_DEFER_LOSS_READS", "1", 1);
+  }
+  ~DeferReads() { unsetenv("SB_DEFER_LOSS_READS"); }
+};
+
+TEST(Train, DeferredLossReadsGiveTheSameRun) {
+  const std::string base = temp_dir("defer");
+  const std::string data = make_corpus(base);
+  std::vector<json> train_lines[2], eval_lines[2];
+  json results[2];
+  for (int deferred = 0; deferred < 2; ++deferred) {
+    DeferReads guard(deferred == 1);
+    auto cfg = tiny(data, base + "/run" + std::to_string(deferred));
+    cfg.log_every = 3;  // intervals of several steps whose losses are read together
+    results[deferred] = sb::train(cfg);
+    train_lines[deferred] = read_metrics(cfg.out_dir, "train");
+    eval_lines[deferred] = read_metrics(cfg.out_dir, "eval");
+  }
+  ASSERT_EQ(train_lines[0].size(), 4u);
+  ASSERT_EQ(train_lines[0].size(), train_lines[1].size());
+  for (size_t i = 0; i < train_lines[0].size(); ++i) {
+    EXPECT_EQ(train_lines[0][i]["step"], train_lines[1][i]["step"]);
+    EXPECT_DOUBLE_EQ(train_lines[0][i]["loss"].get<double>(), train_lines[1][i]["loss"].get<double>());
+    EXPECT_EQ(train_lines[0][i]["batch_fnv"], train_lines[1][i]["batch_fnv"]);
+  }
+  ASSERT_EQ(eval_lines[0].size(), eval_lines[1].size());
+  for (size_t i = 0; i < eval_lines[0].size(); ++i) EXPECT_EQ(eval_lines[0][i]["bpc"], eval_lines[1][i]["bpc"]);
+  EXPECT_EQ(results[0]["final_loss"], results[1]["final_loss"]);
+  EXPECT_EQ(results[0]["valid_bpc"], results[1]["valid_bpc"]);
+  EXPECT_EQ(results[1]["optimizer"], results[0]["optimizer"]);
+  sb::test::remove_tree(base);
+}
+
+TEST(Train, DeferredLossReadsStillStopADivergence) {
+  const std::string base = temp_dir("defer_diverge");
+  const std::string data = make_corpus(base);
+  json r[2];
+  std::vector<json> diverged[2];
+  for (int deferred = 0; deferred < 2; ++deferred) {
+    DeferReads guard(deferred == 1);
+    auto cfg = tiny(data, base + "/run" + std::to_string(deferred));
+    cfg.lr = 1e30;
+    cfg.warmup = 0;
+    cfg.clip = 0;
+    cfg.eval_every = 0;
+    cfg.log_every = 5;
+    r[deferred] = sb::train(cfg);
+    diverged[deferred] = read_metrics(cfg.out_dir, "diverged");
+  }
+  EXPECT_EQ(r[1]["status"], "diverged");
+  EXPECT_EQ(r[1]["steps"], r[0]["steps"]);  // the steps queued after the divergence do not count
+  ASSERT_EQ(diverged[1].size(), 1u);
+  EXPECT_EQ(diverged[1][0]["step"], diverged[0][0]["step"]);
   sb::test::remove_tree(base);
 }
 

@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/gsa_cuda_backend.h"
+#include "kernels/cuda/gsa_cuda_tc.h"
+#include "kernels/gsa_backend.h"
 #include "kernels/gsa_host_graph.h"
 #include "kernels/gsa_tile_plan.h"
 #include "patterns/pattern.h"
@@ -112,7 +113,7 @@ int main(int argc, char** argv) {
   p.o = o;
   p.lse = lse;
 
-  const std::unique_ptr<sb::GsaBackend> lanes = sb::make_gsa_cuda_backend(sb::GsaCudaKernels::lane_groups);
+  const sb::GsaBackend* lanes = sb::find_gsa_backend("cuda");
   const std::unique_ptr<sb::GsaBackend> tc = sb::make_gsa_cuda_tc_backend(false);
   const int64_t ws = lanes->forward_workspace_bytes(p);
   void* workspace = nullptr;
@@ -142,7 +143,7 @@ int main(int argc, char** argv) {
     bool tiles;
   };
   for (const Run& run :
-       {Run{lanes.get(), "", false}, Run{tc.get(), "prepared", true}, Run{tc.get(), "per call", false}}) {
+       {Run{lanes, "", false}, Run{tc.get(), "prepared", true}, Run{tc.get(), "per call", false}}) {
     const sb::GsaBackend* b = run.backend;
     p.graph.tiles = run.tiles ? prepared : sb::GsaTileView{};
     p.graph.src_tiles = run.tiles ? src_prepared : sb::GsaTileView{};

@@ -27,7 +27,7 @@ for lib in ("hwy", "fmt"):
 
 # The files of sb_kernels' CPU path (kernels/CMakeLists.txt) and the patterns they include.
 sources = ["kernels/gsa_cpu_simd.cpp", "kernels/gsa_cpu.cpp", "kernels/gsa_split_plan.cpp",
-           "kernels/gsa_host_graph.cpp", "kernels/gsa_backend.cpp"]
+           "kernels/gsa_host_graph.cpp", "kernels/gsa_backend.cpp", "kernels/gsa_cpu_backend.cpp"]
 problems = []
 objects = {}
 for rel in sources:

@@ -55,6 +55,21 @@ grep -q "fig7_throughput\|^ncu\|^compute-sanitizer" "$tmp/calls.txt" && fail "st
 # FlexAttention gets 16384 tokens per call: batch 16 at n=1024.
 grep -q "flex_compare.py .*bpt4_1024.json .*--batch 16 " "$tmp/calls.txt" || fail "flex at n=1024 not at batch 16"
 
+# train: fifteen runs of the new binary (default, CUDA graphs, per-parameter AdamW) and four of SB_BASELINE on the
+# carried data, then train_ncu: ncu over the new one.
+rm -rf "$tmp/out" && : >"$tmp/calls.txt"
+mkdir -p "$tmp/build/data" && echo data >"$tmp/build/data/enwik8-head.bin"
+PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" \
+  bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" train train_ncu >"$tmp/log" 2>&1 || fail "train step exited $?"
+[ "$(grep -c '^sparsebench kernels= train --device cuda' "$tmp/calls.txt")" = 19 ] ||
+  fail "expected 19 training runs ($(grep -c ' train ' "$tmp/calls.txt"))"
+grep -q "train .*--data $tmp/build/data/enwik8-head.bin .*--pattern bpt --set k=4 --dtype bfloat16 --steps 400" \
+  "$tmp/calls.txt" || fail "the quality model run is missing or not on the carried data"
+grep -q "^ncu .*--launch-count 300 .*train" "$tmp/calls.txt" || fail "ncu over a training run missing"
+for s in train_quality_bpt4 train_quality_bpt4_graphs train_quality_bpt4_baseline train_paper_dense ncu_train; do
+  grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
+done
+
 # A step over its time limit is cut, noted, and the steps after it still run and are packed.
 rm -rf "$tmp/out"
 PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/sleepy" SB_GPU_SCALE=0.02 \

@@ -12,7 +12,8 @@
 #include <stdexcept>
 
 #include "kernels/cuda/gsa_cuda.h"
-#include "kernels/cuda/gsa_cuda_backend.h"
+#include "kernels/cuda/gsa_cuda_tc.h"
+#include "kernels/gsa_backend.h"
 #include "tests/kernels/gsa_cases.h"
 
 namespace sb::test {

@@ -11,7 +11,7 @@
 #include "common/durable_file.h"
 #include "common/json_guard.h"
 #include "harness/lm/checkpoint_format.h"
-#include "harness/scenario/run_config.h"
+#include "common/config_changes.h"
 #include "harness/scenario/paths.h"
 #include "harness/scenario/records.h"
 #include "harness/scenario/scenario.h"

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "harness/dist/launch.h"
-#include "harness/dist/process_group.h"
+#include "harness/parallel/launch.h"
+#include "harness/parallel/process_group.h"
 #include "harness/lm/config.h"
 #include "harness/lm/data.h"
 #include "harness/lm/fast_dropout.h"

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "harness/measure/bench.h"
+#include "harness/bench/bench.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/gsa_host_graph.h"
 #include "kernels/torch/graph_attention_op.h"

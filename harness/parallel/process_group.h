@@ -11,7 +11,7 @@
 
 #include <torch/torch.h>
 
-#include "harness/dist/launch.h"
+#include "harness/parallel/launch.h"
 
 namespace sb {
 

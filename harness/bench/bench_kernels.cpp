@@ -19,7 +19,8 @@
 #include <optional>
 
 #include "common/error.h"
-#include "harness/measure/bench.h"
+#include "harness/bench/bench.h"
+#include "harness/scenario/scenario.h"
 #include "harness/measure/device.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/memory_tracker.h"

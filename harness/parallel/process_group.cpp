@@ -1,6 +1,6 @@
 // c10d process groups (Gloo on CPU, NCCL on CUDA) behind one small interface, and the bucketed gradient mean.
 // SB_WITH_GLOO / SB_WITH_NCCL come from CMake's check that this LibTorch's headers and libraries provide them.
-#include "harness/dist/process_group.h"
+#include "harness/parallel/process_group.h"
 
 #include <cstdlib>
 

@@ -1,5 +1,5 @@
 // Comparing a recorded run configuration with a new one, for --resume and --allow-changes.
-#include "harness/scenario/run_config.h"
+#include "common/config_changes.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // Multi-process launch: torchrun/Slurm rank layout from the environment, and a local launcher for N ranks.
-#include "harness/dist/launch.h"
+#include "harness/parallel/launch.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "harness/measure/bench.h"
+#include "harness/bench/bench.h"
 #include "harness/measure/machine.h"
 #include "patterns/pattern.h"
 #include "patterns/patterns.h"

@@ -40,13 +40,15 @@ std::string& pinned_cuda_backend() {
   return name;
 }
 
-// The CUDA backend SB_CUDA_KERNELS names: groups (or unset) -> "cuda", warp -> "cuda:warp".
+// The CUDA backend SB_CUDA_KERNELS names: groups (or unset) -> "cuda", warp -> "cuda:warp", tc -> "cuda:tc".
 std::string cuda_backend_from_env() {
   const char* env = std::getenv("SB_CUDA_KERNELS");
   const std::string v = env != nullptr ? env : "";
   if (v.empty() || v == "groups") return "cuda";
   if (v == "warp") return "cuda:warp";
-  throw Error(fmt::format("SB_CUDA_KERNELS={}: expected groups (lane groups where they apply) or warp", v));
+  if (v == "tc") return "cuda:tc";
+  throw Error(fmt::format(
+      "SB_CUDA_KERNELS={}: expected groups (lane groups where they apply), warp or tc (tensor-core tiles)", v));
 }
 
 }  // namespace

@@ -69,8 +69,8 @@ const std::vector<const GsaBackend*>& gsa_backends();
 // The backend named `name`, or nullptr.
 const GsaBackend* find_gsa_backend(const std::string& name);
 // The backend calls on `device` use: the active CPU target (gsa_cpu_target()), or the CUDA backend that
-// SB_CUDA_KERNELS names (groups or unset: "cuda", warp: "cuda:warp"; another value throws sb::Error); nullptr
-// when this build has none for the device.
+// SB_CUDA_KERNELS names (groups or unset: "cuda", warp: "cuda:warp", tc: "cuda:tc"; another value throws
+// sb::Error); nullptr when this build has none for the device.
 const GsaBackend* gsa_backend_for(GsaDevice device);
 // Makes `b` the backend gsa_backend_for(b.device()) returns while it lives (a CPU backend pins its target
 // and the previous one comes back after); how a caller, e.g. a test, sends the op to one backend.

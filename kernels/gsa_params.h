@@ -22,6 +22,21 @@ struct GsaScheduleView {
   int64_t n_order = 0;
 };
 
+// Dense 16-row tiles of a graph for a tensor-core forward (kernels/gsa_tile_plan.h, gsa_pack_tiles), on the kernels'
+// device, and the destination schedule restricted to the rows outside them. n_dense < 0: the graph carries none
+// (a backend that wants them plans per call).
+struct GsaTileView {
+  const int64_t* dense_tile = nullptr;  // [n_dense] tile ids (rows [16 t, 16 t + 16))
+  const int64_t* union_ptr = nullptr;   // [n_dense + 1] into union_col
+  const int32_t* union_col = nullptr;   // sorted sources of each tile
+  const int64_t* mask_ptr = nullptr;    // [n_dense + 1] into mask: 16 rows x ceil(union / 32) words per tile
+  const uint32_t* mask = nullptr;
+  int64_t n_dense = -1;
+  int64_t dense_edges = 0;              // edges inside dense tiles
+  GsaScheduleView rest;                 // rows outside dense tiles (a subset of GsaGraphView::rows)
+  int64_t n_rest_rows = 0;
+};
+
 // A pattern graph as raw device-resident arrays (see patterns/graph.h for the layout).
 struct GsaGraphView {
   const int64_t* row_ptr = nullptr;    // [N + 1] CSR by destination
@@ -40,6 +55,8 @@ struct GsaGraphView {
   const int32_t* src_blocks = nullptr;
   GsaScheduleView rows;                // by destination (forward, dq)
   GsaScheduleView srcs;                // by source through the transpose (dk, dv)
+  GsaTileView tiles;                   // dense tiles for the tensor-core forward and dq (CUDA; n_dense < 0: none)
+  GsaTileView src_tiles;               // the same over the transpose (tiles of sources), for dk and dv
   // Host only: the CPU kernels' plans of this graph (gsa_cpu_plans), made once with it; nullptr: made per call.
   const GsaCpuPlans* cpu_plans = nullptr;
   int64_t n_nodes = 0;

@@ -10,6 +10,7 @@
 #include "kernels/gsa_backend.h"
 #include "kernels/gsa_host_graph.h"
 #include "kernels/gsa_params.h"
+#include "kernels/gsa_tile_plan.h"
 #include "kernels/torch/graph_attention_impl.h"
 #include "common/error.h"
 
@@ -161,6 +162,10 @@ GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torc
                                    graph.row_split);
   p.graph.srcs = gsa_schedule_view(graph.src_schedule.data_ptr<int64_t>(), graph.n_nodes, graph.src_pieces,
                                    graph.src_split);
+  if (graph.tile_layout != nullptr) {
+    p.graph.tiles = gsa_tile_view(graph.tile_data.data_ptr<int64_t>(), *graph.tile_layout);
+    p.graph.src_tiles = gsa_tile_view(graph.src_tile_data.data_ptr<int64_t>(), *graph.src_tile_layout);
+  }
   set_array(p.q, p.q_strides, q);
   set_array(p.k, p.k_strides, k);
   set_array(p.v, p.v_strides, v);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/gsa_host_graph.h"
+#include "kernels/gsa_tile_plan.h"
 #include "kernels/torch/tensor_text.h"
 #include "common/error.h"
 
@@ -57,6 +58,18 @@ TorchGraph TorchGraph::from_host(const GsaHostGraph& h, torch::Device device) {
   t.row_blocks = blocks(h.row_blocks);
   t.src_blocks = blocks(h.src_blocks);
   t.cpu_plans = std::make_shared<const GsaCpuPlans>(h.cpu_plans);
+  if (device.is_cuda()) {  // planned once here, so no tensor-core call plans again
+    const auto tiles = [&](const std::vector<int64_t>& ptr, const std::vector<int32_t>& col, const GsaPackedSchedule& s,
+                           torch::Tensor& data, std::shared_ptr<const GsaPackedTiles>& layout) {
+      GsaPackedTiles packed = gsa_pack_tiles(gsa_tile_plan(ptr.data(), col.data(), h.n_nodes), s.data, s.n_pieces,
+                                             s.n_split);
+      data = upload(packed.data.data(), static_cast<int64_t>(packed.data.size()), torch::kInt64, device);
+      packed.data.clear();
+      layout = std::make_shared<const GsaPackedTiles>(std::move(packed));
+    };
+    tiles(h.row_ptr, h.col, h.row_schedule, t.tile_data, t.tile_layout);
+    tiles(h.t_row_ptr, h.t_col, h.src_schedule, t.src_tile_data, t.src_tile_layout);
+  }
   return t;
 }
 

@@ -12,6 +12,7 @@
 namespace sb {
 
 struct GsaHostGraph;
+struct GsaPackedTiles;
 
 // A pattern graph prepared for the op on one device: checked, transposed and grouped by relation on the
 // host once (GsaHostGraph), uploaded once, then reused by every call (copies share the device arrays).
@@ -39,6 +40,10 @@ struct TorchGraph : torch::CustomClassHolder {
   torch::Tensor row_blocks, src_blocks;
   // The CPU kernels' split plans (host memory, shared by copies).
   std::shared_ptr<const GsaCpuPlans> cpu_plans;
+  // CUDA graphs: dense 16-row tiles for the tensor-core kernels (gsa_pack_tiles) by destination and by source, int64,
+  // and their layouts (data left empty); undefined and null on other devices.
+  torch::Tensor tile_data, src_tile_data;
+  std::shared_ptr<const GsaPackedTiles> tile_layout, src_tile_layout;
 
   static TorchGraph from_graph(const Graph& g, torch::Device device = torch::kCPU);
   // From the destination CSR as tensors on one device (what prepare_graph takes): row_ptr [N + 1] int64,

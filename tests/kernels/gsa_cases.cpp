@@ -10,6 +10,7 @@
 #include <random>
 
 #include "kernels/gsa_host_graph.h"
+#include "kernels/gsa_tile_plan.h"
 
 namespace sb::test {
 
@@ -305,6 +306,16 @@ GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProbl
   p.graph.n_nodes = hg.n_nodes;
   p.graph.n_edges = hg.n_edges();
   p.graph.cpu_plans = prepared_plans ? &hg.cpu_plans : nullptr;  // host memory: only the CPU kernels read it
+  if (prepared_plans && b.device() == GsaDevice::cuda) {  // the dense tiles a prepared CUDA graph carries
+    const GsaPackedTiles tiles =
+        gsa_pack_tiles(gsa_tile_plan(hg.row_ptr.data(), hg.col.data(), hg.n_nodes), by_dst.data, by_dst.n_pieces,
+                       by_dst.n_split);
+    p.graph.tiles = gsa_tile_view(static_cast<const int64_t*>(put_vector(mem, tiles.data).ptr), tiles);
+    const GsaPackedTiles src_tiles =
+        gsa_pack_tiles(gsa_tile_plan(hg.t_row_ptr.data(), hg.t_col.data(), hg.n_nodes), by_src.data,
+                       by_src.n_pieces, by_src.n_split);
+    p.graph.src_tiles = gsa_tile_view(static_cast<const int64_t*>(put_vector(mem, src_tiles.data).ptr), src_tiles);
+  }
   p.dtype = dtype;
   p.B = prob.B;
   p.N = prob.N;
@@ -378,19 +389,21 @@ std::string compare_run(const RefResult& ref, const GsaRunOutputs& run, const Gs
 }
 
 std::vector<std::string> run_backend_table(const std::string& pattern, GsaDevice device, GsaTestMemory& mem) {
-  struct Tally {
-    int passed = 0, failed = 0;
-    std::map<std::string, int> unsupported;  // reason -> rows
-  };
   std::vector<const GsaBackend*> backends;
   for (const GsaBackend* b : gsa_backends()) {
     if (b->device() == device) backends.push_back(b);
   }
+  if (backends.empty()) return {fmt::format("no {} backend is registered", gsa_device_name(device))};
+  return run_backend_table(pattern, backends, mem);
+}
+
+std::vector<std::string> run_backend_table(const std::string& pattern, const std::vector<const GsaBackend*>& backends,
+                                           GsaTestMemory& mem) {
+  struct Tally {
+    int passed = 0, failed = 0;
+    std::map<std::string, int> unsupported;  // reason -> rows
+  };
   std::vector<std::string> failures;
-  if (backends.empty()) {
-    failures.push_back(fmt::format("no {} backend is registered", gsa_device_name(device)));
-    return failures;
-  }
   const std::vector<GsaDtypeRows>& dtypes = gsa_dtype_rows();
   std::vector<std::vector<Tally>> tally(backends.size(), std::vector<Tally>(dtypes.size()));
   for (const GsaCase& c : gsa_case_table(find_pattern(pattern))) {

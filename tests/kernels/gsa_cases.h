@@ -106,7 +106,8 @@ struct GsaRunOutputs {
 
 // Runs backend b forward (and backward when d_o is non-empty) on the problem in `dtype`, its inputs
 // rounded to that dtype, through `mem` on the backend's device. b must support the call. The CPU kernels read the
-// plans the prepared graph made (as the op's calls do), or without prepared_plans make them per call.
+// plans the prepared graph made (as the op's calls do), or without prepared_plans make them per call; so do the CUDA
+// tensor-core forward's dense tiles.
 GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProblem& prob,
                              const std::vector<double>& d_o, GsaDtype dtype, GsaTestMemory& mem,
                              bool prepared_plans = true);
@@ -120,5 +121,8 @@ std::string compare_run(const RefResult& ref, const GsaRunOutputs& run, const Gs
 // the failures ("<backend> <dtype> <case id>: <what differs>") and, as a failure too, any backend that ran
 // no row at all.
 std::vector<std::string> run_backend_table(const std::string& pattern, GsaDevice device, GsaTestMemory& mem);
+// The same table on the given backends (all of one device, e.g. one a test makes that is not registered).
+std::vector<std::string> run_backend_table(const std::string& pattern, const std::vector<const GsaBackend*>& backends,
+                                           GsaTestMemory& mem);
 
 }  // namespace sb::test

@@ -607,8 +607,8 @@ TEST(GsaBackends, ScopeSelectsTheBackendAndRestores) {
   }
 }
 
-// Two CUDA backends when the build has CUDA: lane groups ("cuda") and one warp per edge ("cuda:warp");
-// SB_CUDA_KERNELS and a scope choose between them, and a wrong value is refused by name.
+// CUDA backends when the build has CUDA: lane groups ("cuda"), one warp per edge ("cuda:warp") and tensor-core tiles
+// ("cuda:tc"); SB_CUDA_KERNELS and a scope choose between them, and a wrong value is refused by name.
 TEST(GsaBackends, CudaKernelsChosenByEnvironmentAndScope) {
   const GsaBackend* groups = find_gsa_backend("cuda");
   const GsaBackend* warp = find_gsa_backend("cuda:warp");
@@ -629,9 +629,12 @@ TEST(GsaBackends, CudaKernelsChosenByEnvironmentAndScope) {
     EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), groups);
   }
   EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), warp);
+  setenv("SB_CUDA_KERNELS", "tc", 1);
+  ASSERT_NE(find_gsa_backend("cuda:tc"), nullptr);
+  EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), find_gsa_backend("cuda:tc"));
   setenv("SB_CUDA_KERNELS", "fast", 1);
   expect_error([] { gsa_backend_for(GsaDevice::cuda); },
-               "SB_CUDA_KERNELS=fast: expected groups (lane groups where they apply) or warp");
+               "SB_CUDA_KERNELS=fast: expected groups (lane groups where they apply), warp or tc (tensor-core tiles)");
   if (before.empty()) unsetenv("SB_CUDA_KERNELS");
   else setenv("SB_CUDA_KERNELS", before.c_str(), 1);
 }

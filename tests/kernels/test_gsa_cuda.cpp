@@ -1,13 +1,19 @@
-// CUDA kernel tests without LibTorch: the parity table on every registered CUDA backend against the double
-// reference (fp32, fp64; fp16/bf16 outputs at half-precision tolerance) through device memory, plus
-// determinism. Skips with a reason when there is no CUDA device. Run: ctest -R test_gsa_cuda
+// CUDA kernel tests without LibTorch: the parity table on every registered CUDA backend, and on the tensor-core
+// forward forced on ("cuda:tc", strict: its table rows outside bf16/fp16 without relations are "not supported"),
+// against the double reference (fp32, fp64; fp16/bf16 outputs at half-precision tolerance) through device memory,
+// plus determinism. Skips with a reason when there is no CUDA device. Run: ctest -R test_gsa_cuda
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "kernels/cuda/gsa_cuda.h"
+#include "kernels/cuda/gsa_cuda_tc.h"
+#include "kernels/gsa_backend.h"
 #include "tests/kernels/gsa_cases.h"
 
 namespace sb::test {
@@ -58,6 +64,92 @@ TEST_P(GsaCudaTable, EveryBackendMatchesDoubleReference) {
 INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCudaTable, ::testing::ValuesIn(pattern_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
+// The tensor-core kernels forced on: dense tiles on wmma (forward, dq, dk and dv), the rest on the lane groups.
+class GsaCudaTcTable : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GsaCudaTcTable, TensorCoreForwardMatchesDoubleReference) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const std::unique_ptr<GsaBackend> tc = make_gsa_cuda_tc_backend(true);
+  CudaMemory mem;
+  for (const std::string& failure : run_backend_table(GetParam(), {tc.get()}, mem)) ADD_FAILURE() << failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCudaTcTable, ::testing::ValuesIn(pattern_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// Graphs of many tiles and unions of several 32-column chunks (window w=128: 143 columns per causal tile; bpt k=4:
+// token tiles dense, span-node tiles on the lane groups), every head dimension the tensor cores take, both half
+// types: outputs against the reference; lse, dq, dk and dv against the lane groups' (same rounded inputs; the table
+// compares no half-precision gradients); two runs and tiles planned per call bitwise equal; the share of edges that ran
+// on tensor cores as the planner says.
+TEST(GsaCudaTc, ManyTilesMatchReferenceAndLaneGroupsBitwiseRepeatably) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const std::unique_ptr<GsaBackend> tc = make_gsa_cuda_tc_backend(true);
+  const GsaBackend* groups = find_gsa_backend("cuda");
+  ASSERT_NE(groups, nullptr);
+  struct Graphs {
+    std::string pattern;
+    Params params;
+  };
+  auto near = [](const std::vector<double>& a, const std::vector<double>& b, double tol) {
+    const double err = max_abs_diff(a, b), bound = tol * std::max(max_abs(b), 1e-3);
+    return err <= bound ? std::string() : "max error " + std::to_string(err) + " > " + std::to_string(bound);
+  };
+  for (const Graphs& gr : {Graphs{"window", {{"w", 128}}}, Graphs{"bpt", {{"k", 4}}}}) {
+    for (int64_t D : {16, 32, 64, 128}) {
+      const GsaCase c{gr.pattern, gr.params, 1025, true, D, 2, 2, false};
+      const Graph& g = case_graph(c);
+      const RefProblem prob = make_problem(c, g);
+      const std::vector<double> d_o = make_d_o(c, g);
+      const RefResult ref = reference_attention(prob, DenseMask(g), {});
+      for (const GsaDtypeRows& rows : gsa_dtype_rows()) {
+        if (rows.dtype != GsaDtype::bf16 && rows.dtype != GsaDtype::f16) continue;
+        SCOPED_TRACE(c.id() + " " + gsa_dtype_name(rows.dtype));
+        const double grad_tol = rows.dtype == GsaDtype::bf16 ? 3e-2 : 1e-2;
+        CudaMemory mem;
+        const GsaRunOutputs a = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem);
+        const GsaTcStats stats = gsa_cuda_tc_last_stats();
+        const GsaTcStats backward_stats = gsa_cuda_tc_last_stats(true);
+        const GsaRunOutputs b = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem);
+        // Tiles planned per call (a graph that carries none): the same plan, the same bits.
+        const GsaRunOutputs per_call = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem, false);
+        const GsaTcStats per_call_stats = gsa_cuda_tc_last_stats();
+        const GsaRunOutputs lanes = run_on_backend(*groups, g, prob, d_o, rows.dtype, mem);
+        EXPECT_EQ(compare_run(ref, a, rows), "");
+        EXPECT_EQ(a.o, b.o);
+        EXPECT_EQ(a.lse, b.lse);
+        EXPECT_EQ(a.dq, b.dq);
+        EXPECT_EQ(a.dk, b.dk);
+        EXPECT_EQ(a.dv, b.dv);
+        EXPECT_EQ(a.o, per_call.o);
+        EXPECT_EQ(a.lse, per_call.lse);
+        EXPECT_EQ(a.dq, per_call.dq);
+        EXPECT_EQ(a.dk, per_call.dk);
+        EXPECT_EQ(a.dv, per_call.dv);
+        EXPECT_EQ(per_call_stats.dense_edges, stats.dense_edges);
+        ASSERT_EQ(a.lse.size(), lanes.lse.size());
+        for (size_t i = 0; i < a.lse.size(); ++i) {
+          if (std::isinf(lanes.lse[i])) {
+            EXPECT_TRUE(std::isinf(a.lse[i])) << "lse " << i;
+          } else {
+            EXPECT_NEAR(a.lse[i], lanes.lse[i], 1e-3 * std::max(1.0, std::fabs(lanes.lse[i]))) << "lse " << i;
+          }
+        }
+        EXPECT_EQ(near(a.dq, lanes.dq, grad_tol), "") << "dq";
+        EXPECT_EQ(near(a.dk, lanes.dk, grad_tol), "") << "dk";
+        EXPECT_EQ(near(a.dv, lanes.dv, grad_tol), "") << "dv";
+        EXPECT_TRUE(stats.tensor_cores);
+        EXPECT_TRUE(backward_stats.tensor_cores);
+        EXPECT_EQ(backward_stats.dense_edges, stats.dense_edges);
+        EXPECT_EQ(stats.edges, g.n_edges());
+        EXPECT_GT(stats.dense_edges, 0);
+        if (gr.pattern == "window") EXPECT_EQ(stats.dense_edges, g.n_edges());
+        if (gr.pattern == "bpt") EXPECT_LT(stats.dense_edges, g.n_edges());
+      }
+    }
+  }
+}
+
 // Every CUDA backend, at a D the lane groups take (64) and one they leave to the warp kernels (59).
 TEST(GsaCuda, BitwiseIdenticalAcrossRuns) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
@@ -100,6 +192,36 @@ TEST(GsaCuda, RefusesLargeHeadDimensionWithTheReason) {
     ADD_FAILURE() << "expected sb::Error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "graph_attention: cuda does not support " + why);
+  }
+}
+
+// The strict tensor-core backend names why it leaves a call (no device needed: shapes and dtype only).
+TEST(GsaCudaTc, RefusesWhatTheTensorCoresDoNotTakeWithTheReason) {
+  const std::unique_ptr<GsaBackend> tc = make_gsa_cuda_tc_backend(true);
+  const std::unique_ptr<GsaBackend> lenient = make_gsa_cuda_tc_backend(false);
+  GsaParams p;
+  p.B = p.N = p.H = 1;
+  p.D = 64;
+  p.dtype = GsaDtype::bf16;
+  EXPECT_EQ(tc->unsupported(p), "");
+  p.dtype = GsaDtype::f32;
+  EXPECT_EQ(tc->unsupported(p), "dtype float32 (the tensor-core forward takes float16 and bfloat16)");
+  EXPECT_EQ(lenient->unsupported(p), "");  // SB_CUDA_KERNELS=tc: the lane groups take it
+  p.dtype = GsaDtype::f64;
+  EXPECT_EQ(tc->unsupported(p), "dtype float64 (the tensor-core forward takes float16 and bfloat16)");
+  p.dtype = GsaDtype::f16;
+  p.R = 3;
+  EXPECT_EQ(tc->unsupported(p), "relation embeddings (the tensor-core forward takes none)");
+  p.R = 0;
+  p.D = 59;
+  EXPECT_EQ(tc->unsupported(p), "head dimension D = 59 (the tensor-core forward takes 16, 32, 64 and 128)");
+  EXPECT_EQ(lenient->unsupported(p), "");
+  try {
+    tc->forward(p, nullptr);
+    ADD_FAILURE() << "expected sb::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "graph_attention: cuda:tc does not support head dimension D = 59 (the "
+                                     "tensor-core forward takes 16, 32, 64 and 128)");
   }
 }
 

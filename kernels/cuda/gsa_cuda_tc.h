@@ -1,0 +1,44 @@
+// Tensor-core forward and backward of graph self-attention (bf16/fp16, no relation embeddings, D in {16, 32, 64, 128}):
+// dense 16-row tiles (kernels/gsa_tile_plan.h) on wmma, the other rows through the per-edge kernels of gsa_cuda.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/gsa_params.h"
+
+namespace sb {
+
+class GsaBackend;  // kernels/gsa_backend.h
+
+// "" when gsa_forward_cuda_tc puts dense tiles of p on tensor cores, else why not, e.g. "dtype float32 (the
+// tensor-core forward takes float16 and bfloat16)". Reads shapes and dtype only.
+std::string gsa_cuda_tc_unsupported(const GsaParams& p);
+
+// What one call ran where (the share of edges on tensor cores, counted by destination tiles).
+struct GsaTcStats {
+  int64_t dense_tiles = 0;
+  int64_t edges = 0, dense_edges = 0;
+  bool tensor_cores = false;  // false: the whole call ran on the per-edge kernels (unsupported, or q/k/v unaligned)
+};
+
+// Forward of p (device pointers, stream a cudaStream_t): dense tiles (p.graph.tiles; when the graph carries none,
+// planned per call from its CSR copied to the host) on tensor cores, the other rows through gsa_forward_cuda on the
+// schedule restricted to them. Writes o and lse like gsa_forward_cuda, so either backward runs after it. Calls with
+// gsa_cuda_tc_unsupported(p) != "" (or unaligned rows) run gsa_forward_cuda whole.
+GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream);
+// Backward of p after either forward: delta and the dq, dk, dv of rows and sources outside dense tiles on the lane
+// groups (gsa_backward_cuda on the restricted schedules), then dq of dense destination tiles (p.graph.tiles) and dk, dv
+// of dense source tiles (p.graph.src_tiles) on tensor cores, dS rounded to the input type as the forward rounds P.
+// Same workspaces as gsa_backward_cuda.
+GsaTcStats gsa_backward_cuda_tc(const GsaParams& p, void* stream);
+
+// "cuda:tc" (kernels/cuda/gsa_cuda_tc_backend.cpp): these kernels on the calls they take, the lane groups for the rest.
+// strict: unsupported() also refuses the calls the tensor cores do not take (the parity table's entry); otherwise it
+// takes every call "cuda" takes (the registered backend, SB_CUDA_KERNELS=tc).
+std::unique_ptr<GsaBackend> make_gsa_cuda_tc_backend(bool strict);
+// What the calling thread's last cuda:tc forward (or backward) ran on tensor cores.
+GsaTcStats gsa_cuda_tc_last_stats(bool backward = false);
+
+}  // namespace sb

@@ -1,0 +1,159 @@
+// GsaTilePlan: 16-row tiles, their source unions, densities and element masks; the fallback rows' schedule.
+#include "kernels/gsa_tile_plan.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sb {
+
+GsaTilePlan gsa_tile_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_nodes, const GsaTileOptions& options) {
+  GsaTilePlan plan;
+  plan.n_nodes = n_nodes;
+  plan.n_tiles = (n_nodes + kGsaTileRows - 1) / kGsaTileRows;
+  // Stamps instead of per-tile sorts of every edge: seen_tile[c] = last tile that met source c, seen_row[c] the last
+  // row; pos[c] its index in the tile's union. O(E + sum of union log union).
+  std::vector<int64_t> seen_tile(static_cast<size_t>(n_nodes), -1), seen_row(static_cast<size_t>(n_nodes), -1);
+  std::vector<int32_t> pos(static_cast<size_t>(n_nodes), 0);
+  std::vector<int32_t> cols;
+  for (int64_t t = 0; t < plan.n_tiles; ++t) {
+    const int64_t r0 = t * kGsaTileRows, r1 = std::min(n_nodes, r0 + kGsaTileRows);
+    const int64_t edges = row_ptr[r1] - row_ptr[r0];
+    cols.clear();
+    bool repeats = false;  // a row repeating a source would lose an edge in the mask: never dense
+    for (int64_t u = r0; u < r1; ++u) {
+      for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) {
+        const int32_t c = col[e];
+        if (seen_row[c] == u) repeats = true;
+        seen_row[c] = u;
+        if (seen_tile[c] != t) {
+          seen_tile[c] = t;
+          cols.push_back(c);
+        }
+      }
+    }
+    std::sort(cols.begin(), cols.end());
+    const int64_t n_union = static_cast<int64_t>(cols.size());
+    const double density = n_union > 0 ? static_cast<double>(edges) / static_cast<double>((r1 - r0) * n_union) : 0.0;
+    const bool dense = n_union > 0 && !repeats && density >= options.min_density && n_union <= options.max_union;
+    plan.tile_union.push_back(n_union);
+    plan.tile_edges.push_back(edges);
+    plan.tile_density.push_back(density);
+    plan.tile_dense.push_back(dense ? 1 : 0);
+    if (!dense) {
+      for (int64_t u = r0; u < r1; ++u) plan.fallback_rows.push_back(u);
+      continue;
+    }
+    plan.dense_tile.push_back(t);
+    plan.union_col.insert(plan.union_col.end(), cols.begin(), cols.end());
+    plan.union_ptr.push_back(static_cast<int64_t>(plan.union_col.size()));
+    for (int64_t c = 0; c < n_union; ++c) pos[cols[c]] = static_cast<int32_t>(c);
+    const int64_t words = (n_union + kGsaTileMaskBits - 1) / kGsaTileMaskBits;
+    const size_t base = plan.mask.size();
+    plan.mask.resize(base + static_cast<size_t>(kGsaTileRows * words), 0u);
+    for (int64_t u = r0; u < r1; ++u) {
+      for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) {
+        const int64_t c = pos[col[e]];
+        plan.mask[base + static_cast<size_t>((u - r0) * words + c / kGsaTileMaskBits)] |= 1u << (c % kGsaTileMaskBits);
+      }
+    }
+    plan.mask_ptr.push_back(static_cast<int64_t>(plan.mask.size()));
+    plan.dense_edges += edges;
+  }
+  return plan;
+}
+
+std::vector<int64_t> gsa_fallback_schedule(const std::vector<int64_t>& full, int64_t n_rows, int64_t n_pieces,
+                                           int64_t n_split, const GsaTilePlan& plan, GsaScheduleSizes* out_sizes) {
+  std::vector<uint8_t> fallback(static_cast<size_t>(n_rows), 0);
+  for (int64_t u : plan.fallback_rows) fallback[u] = 1;
+  GsaScheduleSizes sizes;
+  std::vector<int64_t> begin, end, row, split_rows, piece_ptr{0}, order;
+  if (full.empty()) {
+    order = plan.fallback_rows;
+  } else {
+    const GsaScheduleView s =
+        gsa_schedule_view_sized(full.data(), GsaScheduleSizes{n_pieces, n_split, n_rows - n_split});
+    for (int64_t i = 0; i < n_split; ++i) {
+      if (!fallback[s.split_rows[i]]) continue;
+      split_rows.push_back(s.split_rows[i]);
+      for (int64_t k = s.piece_ptr[i]; k < s.piece_ptr[i + 1]; ++k) {
+        begin.push_back(s.piece_begin[k]);
+        end.push_back(s.piece_end[k]);
+        row.push_back(s.piece_row[k]);
+      }
+      piece_ptr.push_back(static_cast<int64_t>(begin.size()));
+    }
+    for (int64_t i = 0; i < s.n_order; ++i) {
+      if (fallback[s.order[i]]) order.push_back(s.order[i]);
+    }
+  }
+  sizes.n_pieces = static_cast<int64_t>(begin.size());
+  sizes.n_split = static_cast<int64_t>(split_rows.size());
+  sizes.n_order = static_cast<int64_t>(order.size());
+  std::vector<int64_t> data;
+  for (const std::vector<int64_t>* part : {&begin, &end, &row, &split_rows, &piece_ptr, &order}) {
+    data.insert(data.end(), part->begin(), part->end());
+  }
+  if (out_sizes != nullptr) *out_sizes = sizes;
+  return data;
+}
+
+GsaScheduleView gsa_schedule_view_sized(const int64_t* data, const GsaScheduleSizes& sizes) {
+  GsaScheduleView v;
+  v.piece_begin = data;
+  v.piece_end = data + sizes.n_pieces;
+  v.piece_row = data + 2 * sizes.n_pieces;
+  v.split_rows = data + 3 * sizes.n_pieces;
+  v.piece_ptr = v.split_rows + sizes.n_split;
+  v.order = v.piece_ptr + sizes.n_split + 1;
+  v.n_pieces = sizes.n_pieces;
+  v.n_split = sizes.n_split;
+  v.n_order = sizes.n_order;
+  return v;
+}
+
+namespace {
+
+// Appends x to data from a fresh int64 entry (two int32 or uint32 to an entry); returns its offset in entries.
+template <typename X>
+int64_t append(std::vector<int64_t>& data, const std::vector<X>& x) {
+  const int64_t at = static_cast<int64_t>(data.size());
+  data.resize(data.size() + (x.size() * sizeof(X) + 7) / 8, 0);
+  if (!x.empty()) std::memcpy(data.data() + at, x.data(), x.size() * sizeof(X));
+  return at;
+}
+
+}  // namespace
+
+GsaPackedTiles gsa_pack_tiles(const GsaTilePlan& plan, const std::vector<int64_t>& rows_schedule, int64_t n_pieces,
+                              int64_t n_split) {
+  GsaPackedTiles t;
+  const std::vector<int64_t> rest =
+      gsa_fallback_schedule(rows_schedule, plan.n_nodes, n_pieces, n_split, plan, &t.rest);
+  t.at_tile = append(t.data, plan.dense_tile);
+  t.at_union_ptr = append(t.data, plan.union_ptr);
+  t.at_mask_ptr = append(t.data, plan.mask_ptr);
+  t.at_rest = append(t.data, rest);
+  t.at_union_col = append(t.data, plan.union_col);
+  t.at_mask = append(t.data, plan.mask);
+  t.n_dense = plan.n_dense();
+  t.dense_edges = plan.dense_edges;
+  t.n_rest_rows = static_cast<int64_t>(plan.fallback_rows.size());
+  return t;
+}
+
+GsaTileView gsa_tile_view(const int64_t* data, const GsaPackedTiles& layout) {
+  GsaTileView v;
+  v.dense_tile = data + layout.at_tile;
+  v.union_ptr = data + layout.at_union_ptr;
+  v.union_col = reinterpret_cast<const int32_t*>(data + layout.at_union_col);
+  v.mask_ptr = data + layout.at_mask_ptr;
+  v.mask = reinterpret_cast<const uint32_t*>(data + layout.at_mask);
+  v.n_dense = layout.n_dense;
+  v.dense_edges = layout.dense_edges;
+  v.rest = gsa_schedule_view_sized(data + layout.at_rest, layout.rest);
+  v.n_rest_rows = layout.n_rest_rows;
+  return v;
+}
+
+}  // namespace sb

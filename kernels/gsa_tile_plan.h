@@ -1,0 +1,85 @@
+// GsaTilePlan: rows of a CSR graph in tiles of consecutive destinations, each tile's sorted union of sources and
+// its element mask, and whether the tile runs as a dense gathered tile (tensor cores) or stays on the per-edge
+// kernels. Plain C++ (no CUDA): the CUDA tensor-core forward uploads it, the CPU tests check its cover.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gsa_params.h"
+
+namespace sb {
+
+// Rows per tile (one 16-row MMA tile) and columns per mask word.
+constexpr int64_t kGsaTileRows = 16;
+constexpr int64_t kGsaTileMaskBits = 32;
+
+struct GsaTileOptions {
+  // A tile is dense when edges / (rows x union) >= min_density and its union holds at most max_union columns (one
+  // block walks the union in 32-column chunks, so a long union is a long tail). Measured on an H200 (bf16, H=8, D=64,
+  // causal, prepared tiles): bpt k=4 at n=16384 ran 1.45 ms at 0.25 (a few sparse tiles with long unions), 0.35 ms at
+  // 0.35 and 0.5, 0.57 ms on the lane groups alone; window w=128 tiles have density 0.9.
+  double min_density = 0.35;
+  int64_t max_union = 1024;
+};
+
+struct GsaTilePlan {
+  int64_t n_nodes = 0;
+  int64_t n_tiles = 0;  // ceil(n_nodes / kGsaTileRows); tile t holds rows [t * 16, min(n, t * 16 + 16))
+  // Every tile: its union size, edge count and density (0 for an edgeless tile), and whether it is dense.
+  std::vector<int64_t> tile_union, tile_edges;
+  std::vector<double> tile_density;
+  std::vector<uint8_t> tile_dense;
+  // Dense tiles only, in ascending order: tile id; sources union_col[union_ptr[i] .. union_ptr[i + 1]) ascending;
+  // masks mask[mask_ptr[i] + r * words(i) + c / 32] bit c % 32 set when row r of the tile attends to union column
+  // c, with words(i) = ceil(union / 32) and always kGsaTileRows rows (rows past n_nodes all zero).
+  std::vector<int64_t> dense_tile;
+  std::vector<int64_t> union_ptr{0};
+  std::vector<int32_t> union_col;
+  std::vector<int64_t> mask_ptr{0};
+  std::vector<uint32_t> mask;
+  // Rows of the tiles that are not dense, ascending: the per-edge kernels' share.
+  std::vector<int64_t> fallback_rows;
+  int64_t dense_edges = 0;  // edges inside dense tiles
+
+  int64_t n_dense() const { return static_cast<int64_t>(dense_tile.size()); }
+  int64_t words(int64_t i) const { return (union_ptr[i + 1] - union_ptr[i] + kGsaTileMaskBits - 1) / kGsaTileMaskBits; }
+  bool mask_bit(int64_t i, int64_t r, int64_t c) const {
+    return ((mask[mask_ptr[i] + r * words(i) + c / kGsaTileMaskBits] >> (c % kGsaTileMaskBits)) & 1u) != 0;
+  }
+};
+
+// Plans the tiles of the CSR graph row_ptr [n + 1], col [E]. A tile whose rows repeat a source is never dense (a mask
+// holds each pair once). Depends on the graph and options alone.
+GsaTilePlan gsa_tile_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_nodes,
+                          const GsaTileOptions& options = {});
+
+// The per-edge kernels' schedule restricted to plan.fallback_rows, from a packed schedule's data (gsa_pack_schedule
+// layout, n_pieces and n_split as in `full`): pieces of fallback rows only (in their order), their split rows and
+// piece_ptr, the unsplit fallback rows in the schedule's order. Its pieces are a subset of full's, so a workspace
+// sized for full fits it; an empty `full` (no schedule) gives the fallback rows in ascending order. Returns the packed
+// data; n_pieces, n_split and n_order of the result go to *out_sizes.
+struct GsaScheduleSizes {
+  int64_t n_pieces = 0, n_split = 0, n_order = 0;
+};
+std::vector<int64_t> gsa_fallback_schedule(const std::vector<int64_t>& full, int64_t n_rows, int64_t n_pieces,
+                                           int64_t n_split, const GsaTilePlan& plan, GsaScheduleSizes* out_sizes);
+
+// A view of packed schedule data whose order holds n_order rows (gsa_schedule_view assumes every unsplit row).
+GsaScheduleView gsa_schedule_view_sized(const int64_t* data, const GsaScheduleSizes& sizes);
+
+// A plan's dense tiles and the fallback schedule packed into one int64 array (int32 and uint32 arrays two to an
+// entry), what a device backend uploads once per prepared graph; offsets in int64 entries.
+struct GsaPackedTiles {
+  std::vector<int64_t> data;
+  int64_t at_tile = 0, at_union_ptr = 0, at_union_col = 0, at_mask_ptr = 0, at_mask = 0, at_rest = 0;
+  int64_t n_dense = 0, dense_edges = 0, n_rest_rows = 0;
+  GsaScheduleSizes rest;
+};
+// rows_schedule: the graph's packed destination schedule (gsa_pack_schedule) with its n_pieces and n_split, or empty.
+GsaPackedTiles gsa_pack_tiles(const GsaTilePlan& plan, const std::vector<int64_t>& rows_schedule, int64_t n_pieces,
+                              int64_t n_split);
+// Pointers into packed tiles' data (host or device memory) at `layout`'s offsets (its data is not read).
+GsaTileView gsa_tile_view(const int64_t* data, const GsaPackedTiles& layout);
+
+}  // namespace sb

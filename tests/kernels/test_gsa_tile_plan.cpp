@@ -1,0 +1,299 @@
+// GsaTilePlan: 16-row tiles cover every edge exactly once (dense tiles' masks plus fallback rows), masks and unions
+// match the graph, the fallback schedule keeps only fallback rows; and a double-precision emulation of the tensor-core
+// forward's tile arithmetic (gather, S = Q K^T, mask, online softmax over 32-column chunks, P V) matches the dense
+// reference. No GPU. Run: build/tests/kernels/test_gsa_tile_plan
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <vector>
+
+#include "kernels/gsa_split_plan.h"
+#include "kernels/gsa_tile_plan.h"
+#include "tests/kernels/gsa_cases.h"
+
+namespace sb::test {
+namespace {
+
+// Every edge lies in exactly one place: a set mask bit of a dense tile, or a fallback row; no mask bit without an
+// edge; unions sorted, unique and exactly the tile's sources; densities as defined.
+void check_cover(const Graph& g, const GsaTilePlan& plan, const GsaTileOptions& opt) {
+  const int64_t n = g.n_nodes();
+  ASSERT_EQ(plan.n_tiles, (n + kGsaTileRows - 1) / kGsaTileRows);
+  ASSERT_EQ(plan.union_ptr.size(), plan.dense_tile.size() + 1);
+  ASSERT_EQ(plan.mask_ptr.size(), plan.dense_tile.size() + 1);
+  std::vector<int> row_owner(static_cast<size_t>(n), 0);  // 1: in a dense tile, 2: fallback
+  for (int64_t u : plan.fallback_rows) row_owner[u] += 2;
+  int64_t dense_edges = 0;
+  size_t next_dense = 0;
+  for (int64_t t = 0; t < plan.n_tiles; ++t) {
+    const int64_t r0 = t * kGsaTileRows, r1 = std::min(n, r0 + kGsaTileRows);
+    std::set<int32_t> sources;
+    for (int64_t e = g.row_ptr[r0]; e < g.row_ptr[r1]; ++e) sources.insert(g.col[e]);
+    const int64_t edges = g.row_ptr[r1] - g.row_ptr[r0];
+    EXPECT_EQ(plan.tile_union[t], static_cast<int64_t>(sources.size()));
+    EXPECT_EQ(plan.tile_edges[t], edges);
+    const double density = sources.empty() ? 0.0 : double(edges) / double((r1 - r0) * int64_t(sources.size()));
+    EXPECT_DOUBLE_EQ(plan.tile_density[t], density);
+    const bool dense = !sources.empty() && density >= opt.min_density &&
+                       static_cast<int64_t>(sources.size()) <= opt.max_union;
+    ASSERT_EQ(plan.tile_dense[t] != 0, dense) << "tile " << t;
+    if (!dense) continue;
+    ASSERT_LT(next_dense, plan.dense_tile.size());
+    const int64_t i = static_cast<int64_t>(next_dense++);
+    ASSERT_EQ(plan.dense_tile[i], t);
+    const std::vector<int32_t> unions(plan.union_col.begin() + plan.union_ptr[i],
+                                      plan.union_col.begin() + plan.union_ptr[i + 1]);
+    ASSERT_EQ(unions, std::vector<int32_t>(sources.begin(), sources.end()));
+    ASSERT_EQ(plan.mask_ptr[i + 1] - plan.mask_ptr[i], kGsaTileRows * plan.words(i));
+    for (int64_t r = 0; r < kGsaTileRows; ++r) {
+      const int64_t u = r0 + r;
+      std::set<int32_t> row;
+      if (u < n) {
+        row_owner[u] += 1;
+        row.insert(g.col.begin() + g.row_ptr[u], g.col.begin() + g.row_ptr[u + 1]);
+        EXPECT_EQ(static_cast<int64_t>(row.size()), g.row_ptr[u + 1] - g.row_ptr[u]) << "row " << u;
+      }
+      int64_t bits = 0;
+      for (int64_t c = 0; c < plan.words(i) * kGsaTileMaskBits; ++c) {
+        const bool bit = plan.mask_bit(i, r, c);
+        bits += bit ? 1 : 0;
+        if (c >= static_cast<int64_t>(unions.size())) {
+          EXPECT_FALSE(bit) << "tile " << t << " row " << r << ": bit past the union";
+        } else {
+          EXPECT_EQ(bit, row.count(unions[c]) == 1) << "tile " << t << " row " << r << " column " << unions[c];
+        }
+      }
+      EXPECT_EQ(bits, static_cast<int64_t>(row.size()));
+      dense_edges += bits;
+    }
+  }
+  EXPECT_EQ(next_dense, plan.dense_tile.size());
+  EXPECT_EQ(plan.dense_edges, dense_edges);
+  int64_t fallback_edges = 0;
+  for (int64_t u = 0; u < n; ++u) {
+    ASSERT_TRUE(row_owner[u] == 1 || row_owner[u] == 2) << "row " << u << " owner " << row_owner[u];
+    if (row_owner[u] == 2) fallback_edges += g.row_ptr[u + 1] - g.row_ptr[u];
+  }
+  EXPECT_TRUE(std::is_sorted(plan.fallback_rows.begin(), plan.fallback_rows.end()));
+  EXPECT_EQ(dense_edges + fallback_edges, g.n_edges());
+}
+
+struct PlanCase {
+  std::string pattern;
+  Params params;
+};
+
+std::vector<PlanCase> plan_cases() {
+  return {{"bpt", {{"k", 4}}}, {"window", {{"w", 9}}}, {"window", {{"w", 128}}}, {"dense", {}},
+          {"bigbird", small_params(find_pattern("bigbird"))}};
+}
+
+TEST(GsaTilePlan, EveryEdgeOnceAcrossDenseTilesAndFallbackRows) {
+  for (const PlanCase& pc : plan_cases()) {
+    const AttentionPattern& pat = find_pattern(pc.pattern);
+    for (bool causal : {false, true}) {
+      if (causal && !pat.supports_causal()) continue;
+      for (int64_t n : {1, 2, 97, 1025}) {
+        if (pc.pattern == "dense" && n > 97) continue;
+        const Graph g = build_pattern(pc.pattern, n, causal, pc.params);
+        for (const GsaTileOptions opt : {GsaTileOptions{}, GsaTileOptions{0.0, 64}, GsaTileOptions{1.1, 2048}}) {
+          SCOPED_TRACE((GsaCase{pc.pattern, pc.params, n, causal}.id()) + " min_density=" +
+                       std::to_string(opt.min_density) + " max_union=" + std::to_string(opt.max_union));
+          const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes(), opt);
+          check_cover(g, plan, opt);
+          if (opt.min_density > 1.0) EXPECT_EQ(plan.n_dense(), 0);  // density never exceeds 1
+        }
+      }
+    }
+  }
+}
+
+// The planner's decisions where they are known: a window's token tiles are dense at w = 128 (causal: each 16-row tile
+// sees 143 columns, density >= 0.83), dense attention's tiles are dense, and an empty graph has none.
+TEST(GsaTilePlan, DecidesWindowAndDenseTilesDense) {
+  const Graph w = build_pattern("window", 1024, true, {{"w", 128}});
+  const GsaTilePlan pw = gsa_tile_plan(w.row_ptr.data(), w.col.data(), w.n_nodes());
+  EXPECT_EQ(pw.n_dense(), pw.n_tiles);
+  EXPECT_EQ(pw.dense_edges, w.n_edges());
+  EXPECT_TRUE(pw.fallback_rows.empty());
+  const Graph d = build_pattern("dense", 97, false, {});
+  const GsaTilePlan pd = gsa_tile_plan(d.row_ptr.data(), d.col.data(), d.n_nodes());
+  EXPECT_EQ(pd.n_dense(), pd.n_tiles);
+  for (double x : pd.tile_density) EXPECT_DOUBLE_EQ(x, 1.0);
+  const std::vector<int64_t> empty_ptr(5, 0);
+  const GsaTilePlan pe = gsa_tile_plan(empty_ptr.data(), nullptr, 4);
+  EXPECT_EQ(pe.n_dense(), 0);
+  EXPECT_EQ(pe.fallback_rows, (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+// A row that repeats a source keeps its tile off the dense path (its mask would hold the pair once).
+TEST(GsaTilePlan, RepeatedSourceKeepsTheTileOnTheEdgeKernels) {
+  const std::vector<int64_t> row_ptr = {0, 2, 3};
+  const std::vector<int32_t> col = {1, 1, 0};
+  const GsaTilePlan plan = gsa_tile_plan(row_ptr.data(), col.data(), 2);
+  EXPECT_EQ(plan.n_dense(), 0);
+  EXPECT_EQ(plan.fallback_rows, (std::vector<int64_t>{0, 1}));
+}
+
+// The fallback schedule: only fallback rows' pieces, split rows and order entries, in the full schedule's order.
+TEST(GsaTilePlan, FallbackScheduleKeepsOnlyFallbackRows) {
+  for (const PlanCase& pc : plan_cases()) {
+    const Graph g = build_pattern(pc.pattern, pc.pattern == "dense" ? 97 : 1025, true, pc.params);
+    const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes());
+    const GsaPackedSchedule full = gsa_pack_schedule(g.row_ptr.data(), g.n_nodes(), 8);
+    GsaScheduleSizes sizes;
+    const std::vector<int64_t> data =
+        gsa_fallback_schedule(full.data, g.n_nodes(), full.n_pieces, full.n_split, plan, &sizes);
+    const GsaScheduleView f = gsa_schedule_view_sized(data.data(), sizes);
+    SCOPED_TRACE(pc.pattern);
+    if (pc.pattern == "bpt") {  // token tiles dense, span nodes' tiles (scattered sources) on the edge kernels
+      EXPECT_GT(plan.n_dense(), 0);
+      EXPECT_FALSE(plan.fallback_rows.empty());
+    }
+    std::vector<int64_t> covered(static_cast<size_t>(g.n_edges()), 0);
+    for (int64_t i = 0; i < f.n_split; ++i) {
+      for (int64_t k = f.piece_ptr[i]; k < f.piece_ptr[i + 1]; ++k) {
+        ASSERT_EQ(f.piece_row[k], f.split_rows[i]);
+        for (int64_t e = f.piece_begin[k]; e < f.piece_end[k]; ++e) ++covered[e];
+      }
+    }
+    for (int64_t i = 0; i < f.n_order; ++i) {
+      for (int64_t e = g.row_ptr[f.order[i]]; e < g.row_ptr[f.order[i] + 1]; ++e) ++covered[e];
+    }
+    std::vector<uint8_t> fallback(static_cast<size_t>(g.n_nodes()), 0);
+    for (int64_t u : plan.fallback_rows) fallback[u] = 1;
+    for (int64_t u = 0; u < g.n_nodes(); ++u) {
+      for (int64_t e = g.row_ptr[u]; e < g.row_ptr[u + 1]; ++e) ASSERT_EQ(covered[e], fallback[u]) << "edge " << e;
+    }
+    EXPECT_LE(f.n_pieces, full.n_pieces);
+    // Without a schedule: the fallback rows in ascending order.
+    const std::vector<int64_t> plain = gsa_fallback_schedule({}, g.n_nodes(), 0, 0, plan, &sizes);
+    EXPECT_EQ(sizes.n_pieces, 0);
+    std::vector<int64_t> want{0};  // piece_ptr's one entry, then the order
+    want.insert(want.end(), plan.fallback_rows.begin(), plan.fallback_rows.end());
+    EXPECT_EQ(plain, want);
+  }
+}
+
+// Packed tiles (what a prepared CUDA graph uploads) read back through gsa_tile_view give the plan's arrays and the
+// fallback schedule.
+TEST(GsaTilePlan, PackedTilesReadBackAsThePlan) {
+  const Graph g = build_pattern("bpt", 1025, true, {{"k", 4}});
+  const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes());
+  const GsaPackedSchedule full = gsa_pack_schedule(g.row_ptr.data(), g.n_nodes(), 8);
+  const GsaPackedTiles packed = gsa_pack_tiles(plan, full.data, full.n_pieces, full.n_split);
+  const GsaTileView v = gsa_tile_view(packed.data.data(), packed);
+  ASSERT_EQ(v.n_dense, plan.n_dense());
+  ASSERT_GT(v.n_dense, 0);
+  EXPECT_EQ(v.dense_edges, plan.dense_edges);
+  EXPECT_EQ(std::vector<int64_t>(v.dense_tile, v.dense_tile + v.n_dense), plan.dense_tile);
+  EXPECT_EQ(std::vector<int64_t>(v.union_ptr, v.union_ptr + v.n_dense + 1), plan.union_ptr);
+  EXPECT_EQ(std::vector<int64_t>(v.mask_ptr, v.mask_ptr + v.n_dense + 1), plan.mask_ptr);
+  EXPECT_EQ(std::vector<int32_t>(v.union_col, v.union_col + plan.union_col.size()), plan.union_col);
+  EXPECT_EQ(std::vector<uint32_t>(v.mask, v.mask + plan.mask.size()), plan.mask);
+  GsaScheduleSizes sizes;
+  const std::vector<int64_t> rest = gsa_fallback_schedule(full.data, g.n_nodes(), full.n_pieces, full.n_split, plan,
+                                                          &sizes);
+  EXPECT_EQ(v.n_rest_rows, static_cast<int64_t>(plan.fallback_rows.size()));
+  EXPECT_EQ(v.rest.n_pieces, sizes.n_pieces);
+  EXPECT_EQ(v.rest.n_split, sizes.n_split);
+  EXPECT_EQ(v.rest.n_order, sizes.n_order);
+  EXPECT_EQ(std::vector<int64_t>(v.rest.piece_begin, v.rest.piece_begin + rest.size()), rest);
+}
+
+// The tensor-core forward's arithmetic for one (tile, batch, head), in double: Q rows of the tile, the union's K and V
+// rows gathered in chunks of `chunk` columns, S = Q K^T * scale, masked entries -inf, online softmax per row (running
+// max and sum, rescale of O), O += P V; finally O / l and lse = m + log l (o = 0, lse = -inf for an empty row).
+void emulate_tile(const GsaTilePlan& plan, int64_t i, const RefProblem& prob, int64_t b, int64_t h, int64_t chunk,
+                  std::vector<double>& o, std::vector<double>& lse) {
+  const int64_t N = prob.N, H = prob.H, D = prob.D;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  auto idx = [&](int64_t n, int64_t d) { return ((b * N + n) * H + h) * D + d; };
+  const int64_t t = plan.dense_tile[i], r0 = t * kGsaTileRows;
+  const int64_t U = plan.union_ptr[i + 1] - plan.union_ptr[i];
+  const int32_t* cols = plan.union_col.data() + plan.union_ptr[i];
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  std::vector<double> q(kGsaTileRows * D, 0.0), acc(kGsaTileRows * D, 0.0), m(kGsaTileRows, neg_inf),
+      l(kGsaTileRows, 0.0);
+  for (int64_t r = 0; r < kGsaTileRows && r0 + r < N; ++r) {
+    for (int64_t d = 0; d < D; ++d) q[r * D + d] = prob.q[idx(r0 + r, d)];
+  }
+  std::vector<double> kc(chunk * D), vc(chunk * D), s(chunk);
+  for (int64_t c0 = 0; c0 < U; c0 += chunk) {
+    for (int64_t j = 0; j < chunk; ++j) {  // gather, zero past the union
+      for (int64_t d = 0; d < D; ++d) {
+        kc[j * D + d] = c0 + j < U ? prob.k[idx(cols[c0 + j], d)] : 0.0;
+        vc[j * D + d] = c0 + j < U ? prob.v[idx(cols[c0 + j], d)] : 0.0;
+      }
+    }
+    for (int64_t r = 0; r < kGsaTileRows; ++r) {
+      double mx = m[r];
+      for (int64_t j = 0; j < chunk; ++j) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < D; ++d) dot += q[r * D + d] * kc[j * D + d];
+        const bool edge = c0 + j < U && plan.mask_bit(i, r, c0 + j);
+        s[j] = edge ? dot * scale : neg_inf;
+        mx = std::max(mx, s[j]);
+      }
+      if (mx == neg_inf) continue;  // nothing seen yet
+      const double alpha = m[r] == neg_inf ? 0.0 : std::exp(m[r] - mx);
+      l[r] *= alpha;
+      for (int64_t d = 0; d < D; ++d) acc[r * D + d] *= alpha;
+      for (int64_t j = 0; j < chunk; ++j) {
+        const double p = s[j] == neg_inf ? 0.0 : std::exp(s[j] - mx);
+        l[r] += p;
+        for (int64_t d = 0; d < D; ++d) acc[r * D + d] += p * vc[j * D + d];
+      }
+      m[r] = mx;
+    }
+  }
+  for (int64_t r = 0; r < kGsaTileRows && r0 + r < N; ++r) {
+    for (int64_t d = 0; d < D; ++d) o[idx(r0 + r, d)] = l[r] > 0.0 ? acc[r * D + d] / l[r] : 0.0;
+    lse[(b * N + r0 + r) * H + h] = l[r] > 0.0 ? m[r] + std::log(l[r]) : neg_inf;
+  }
+}
+
+TEST(GsaTilePlan, TileEmulationMatchesDenseReference) {
+  for (const PlanCase& pc : plan_cases()) {
+    for (int64_t n : {2, 97, 300}) {
+      const GsaCase c{pc.pattern, pc.params, n, true, 32, 2, 2, false};
+      const Graph g = build_pattern(c.pattern, c.n, c.causal, c.params);
+      const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes(), {0.0, 4096});
+      ASSERT_EQ(plan.n_dense(), plan.n_tiles - static_cast<int64_t>(std::count(plan.tile_edges.begin(),
+                                                                               plan.tile_edges.end(), 0)));
+      const RefProblem prob = make_problem(c, g);
+      const RefResult ref = reference_attention(prob, DenseMask(g), {});
+      std::vector<double> o(ref.o.size(), std::nan("")), lse(ref.lse.size(), std::nan(""));
+      for (int64_t b = 0; b < prob.B; ++b) {
+        for (int64_t h = 0; h < prob.H; ++h) {
+          for (int64_t i = 0; i < plan.n_dense(); ++i) emulate_tile(plan, i, prob, b, h, 32, o, lse);
+        }
+      }
+      // Rows of edgeless tiles (no dense tile): zero output and -inf lse, as the reference says.
+      for (int64_t u : plan.fallback_rows) {
+        ASSERT_EQ(g.row_ptr[u + 1], g.row_ptr[u]);
+        for (int64_t b = 0; b < prob.B; ++b) {
+          for (int64_t h = 0; h < prob.H; ++h) {
+            for (int64_t d = 0; d < prob.D; ++d) o[((b * prob.N + u) * prob.H + h) * prob.D + d] = 0.0;
+            lse[(b * prob.N + u) * prob.H + h] = -std::numeric_limits<double>::infinity();
+          }
+        }
+      }
+      SCOPED_TRACE(c.id());
+      EXPECT_LE(max_abs_diff(o, ref.o), 1e-12);
+      for (size_t k = 0; k < lse.size(); ++k) {
+        if (std::isinf(ref.lse[k])) {
+          EXPECT_TRUE(std::isinf(lse[k]) && lse[k] < 0) << "lse " << k;
+        } else {
+          EXPECT_NEAR(lse[k], ref.lse[k], 1e-12) << "lse " << k;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sb::test

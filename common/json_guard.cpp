@@ -1,6 +1,7 @@
 // JSON input guards: a linear pre-scan for nesting depth and duplicate keys, and a depth-limited excerpt printer.
 #include "common/json_guard.h"
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -33,7 +34,11 @@ std::string json_pointer_token(const std::string& key) {
   return out;
 }
 
-void check_json_text(const std::string& text, const std::string& what, bool duplicates) {
+namespace {
+
+// The linear pre-scan: nesting depth and (when `duplicates`) repeated keys, stopping at byte `stop`; returns the
+// JSON pointer of the value being read there.
+std::string scan_json_text(const std::string& text, const std::string& what, bool duplicates, size_t stop) {
   struct Frame {
     bool object = false;
     std::set<std::string> keys;
@@ -46,18 +51,18 @@ void check_json_text(const std::string& text, const std::string& what, bool dupl
     for (const Frame& f : stack) p += "/" + (f.object ? json_pointer_token(f.key) : std::to_string(f.index));
     return p;
   };
-  const size_t n = text.size();
+  const size_t n = std::min(text.size(), stop);
   size_t i = 0;
   while (i < n) {
     const char c = text[i];
     if (c == '"') {
       const size_t start = i++;
-      while (i < n && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
-      if (i >= n) return;  // unterminated string: the parser reports it
+      while (i < text.size() && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+      if (i >= text.size()) return pointer();  // unterminated string: the parser reports it
       const std::string raw = text.substr(start + 1, i - start - 1);
       size_t j = ++i;
-      while (j < n && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r')) ++j;
-      if (j < n && text[j] == ':' && !stack.empty() && stack.back().object) {
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r')) ++j;
+      if (j < text.size() && text[j] == ':' && !stack.empty() && stack.back().object) {
         Frame& f = stack.back();
         f.key = raw;
         if (duplicates && !f.keys.insert(raw).second) {
@@ -81,6 +86,21 @@ void check_json_text(const std::string& text, const std::string& what, bool dupl
       ++stack.back().index;
     }
     ++i;
+  }
+  return pointer();
+}
+
+}  // namespace
+
+void check_json_text(const std::string& text, const std::string& what, bool duplicates) {
+  scan_json_text(text, what, duplicates, std::string::npos);
+}
+
+std::string json_pointer_at(const std::string& text, size_t pos) {
+  try {
+    return scan_json_text(text, "", false, pos);
+  } catch (const Error&) {
+    return "";  // deeper than the guard allows: no pointer worth showing
   }
 }
 

@@ -22,6 +22,10 @@ std::string json_pointer_token(const std::string& key);
 // Malformed text is left for the parser to report.
 void check_json_text(const std::string& text, const std::string& what, bool duplicates = true);
 
+// The JSON pointer of the value being read at byte `pos` of `text` ("" at the top level), e.g. where a parser
+// stopped; linear, never recursive.
+std::string json_pointer_at(const std::string& text, size_t pos);
+
 // check_json_text, then nlohmann's parser; a malformed document throws sb::Error "WHAT: malformed JSON: ...".
 nlohmann::json parse_json_guarded(const std::string& text, const std::string& what, bool duplicates = true);
 

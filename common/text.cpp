@@ -1,6 +1,7 @@
 // Strict number parsing (no partial reads, no silent overflow) and duration formatting.
 #include "common/text.h"
 
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 
@@ -8,7 +9,18 @@
 
 namespace sb {
 
+namespace {
+
+// std::stoll and std::stod skip leading white space but stop at trailing: refused at both ends alike.
+bool padded(const std::string& s) {
+  return s.empty() || std::isspace(static_cast<unsigned char>(s.front())) ||
+         std::isspace(static_cast<unsigned char>(s.back()));
+}
+
+}  // namespace
+
 std::optional<int64_t> parse_int64(const std::string& s) {
+  if (padded(s)) return std::nullopt;
   size_t used = 0;
   long long out = 0;
   try {
@@ -21,6 +33,7 @@ std::optional<int64_t> parse_int64(const std::string& s) {
 }
 
 std::optional<double> parse_double(const std::string& s) {
+  if (padded(s)) return std::nullopt;
   size_t used = 0;
   double out = 0;
   try {

@@ -7,10 +7,11 @@
 
 namespace sb {
 
-// The whole of `s` as a base-10 integer (leading sign allowed); nullopt when anything else is there or it overflows.
+// The whole of `s` as a base-10 integer (leading sign allowed); nullopt when anything else is there (white space
+// at either end included) or it overflows.
 std::optional<int64_t> parse_int64(const std::string& s);
 
-// The whole of `s` as a finite number; nullopt otherwise.
+// The whole of `s` as a finite number (no white space at either end); nullopt otherwise.
 std::optional<double> parse_double(const std::string& s);
 
 // "12m05s", "1h02m"; "?" when negative or not finite.

@@ -1,7 +1,8 @@
 // `sparsebench patterns` (the pattern table) and `sparsebench pattern NAME` (statistics and JSON export).
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -169,12 +170,18 @@ int cmd_pattern(const std::vector<std::string>& argv) {
     reach = print_reach(g, layers, queries);
   }
   if (auto path = args.maybe("export")) {
-    std::ofstream out(*path);
-    if (!out) throw Error(fmt::format("--export {}: cannot open for writing", *path));
+    // Written in place (the path may be a device or pipe), every step checked and its reason reported.
     nlohmann::json doc = graph_export_json(name, params, g);
     if (!reach.is_null()) doc["reach"] = reach;
-    out << doc.dump() << "\n";
-    if (!out) throw Error(fmt::format("--export {}: write failed", *path));
+    const std::string text = doc.dump() + "
+";
+    std::FILE* out = std::fopen(path->c_str(), "wb");
+    if (!out) throw Error(fmt::format("--export {}: cannot open for writing: {}", *path, std::strerror(errno)));
+    const bool wrote = std::fwrite(text.data(), 1, text.size(), out) == text.size() && std::fflush(out) == 0;
+    const int err = errno;
+    if (std::fclose(out) != 0 || !wrote) {
+      throw Error(fmt::format("--export {}: write failed: {}", *path, std::strerror(wrote ? errno : err)));
+    }
     fmt::print("wrote {}\n", *path);
   }
   return 0;

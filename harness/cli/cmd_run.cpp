@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "common/json_guard.h"
 #include "common/limits.h"
+#include "common/run_lock.h"
 #include "common/sha256.h"
 #include "harness/cli/cli.h"
 #include "harness/measure/build_info.h"
@@ -72,6 +73,8 @@ int cmd_run(const std::vector<std::string>& argv) {
         "  RUN_DIR is --out DIR, or ROOT/<scenario>/<UTC time>-<commit> (ROOT: --results, default results).\n"
         "  --set axes/lengths=[512,1024]  overrides one field (slash path, JSON value); repeatable.\n"
         "  --dry-run  prints the expanded points with analytic memory and skip decisions, runs nothing.\n"
+        "  The point count is printed first; more than the scenario's /max_points (default 100000) is refused\n"
+        "  before anything is expanded (--set max_points=N raises it).\n"
         "  --resume   continues RUN_DIR (--out, or the latest run of this scenario), skipping recorded points;\n"
         "             refused when the scenario differs from the one in RUN_DIR/run.json unless --allow-changes\n"
         "             (run.json then records what changed, before and after).\n"
@@ -95,6 +98,12 @@ int cmd_run(const std::vector<std::string>& argv) {
   for (const std::string& dir : s.reuse_runs) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) throw Error(fmt::format("--reuse-from {}: not a directory", dir));
+  }
+  {
+    // The count first: expansion builds every point's graph, and a scenario over /max_points is refused here.
+    const PointCount count = count_points(s);
+    fmt::print("{}: {} points ({})\n", s.name, count.total, count.detail);
+    std::fflush(stdout);
   }
   const std::vector<Point> all_points = expand_scenario(s);
   std::optional<ShardSpec> shard;
@@ -184,6 +193,9 @@ int cmd_run_point(const std::vector<std::string>& argv) {
   const int64_t index = parse_int_option("index", args.str("index", ""), 0, std::numeric_limits<int64_t>::max());
   const std::string id = args.str("id", "");
   const int64_t threads = parse_int_option("threads", args.str("threads", "0"), 0, kMaxThreads);
+  // Started by `run --jobs N`, a point writes under its sweep's lock; started by hand, it takes the lock itself.
+  std::optional<RunDirLock> lock;
+  if (!lock_held_by_parent(dir)) lock.emplace(dir, "run-point --run-dir");
   const std::string spec_path = point_scenario_path(dir);
   bool exists = false;
   const std::string text = read_file(spec_path, &exists);

@@ -27,7 +27,18 @@ void check_data_file(const std::string& path, int64_t min_bytes) {
   }
   const auto size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
   if (ec) throw Error(fmt::format("data file '{}': cannot read its size: {}", path, ec.message()));
-  if (size == 0) throw Error(fmt::format("data file '{}' is empty", path));
+  if (size == 0) {
+    // A size of 0 is not proof of emptiness: /proc and /sys files report 0 and still have bytes to read.
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    const bool has_bytes = f && std::fgetc(f) != EOF;
+    if (f) std::fclose(f);
+    if (has_bytes) {
+      throw Error(fmt::format("data file '{}' reports size 0 but has bytes to read (a /proc or /sys file?); "
+                              "pass an enwik8 file",
+                              path));
+    }
+    throw Error(fmt::format("data file '{}' is empty", path));
+  }
   if (size < min_bytes) {
     throw Error(fmt::format(
         "data file '{}' is too short: {} bytes, need at least {} (valid and test, 5% each, must hold a context window)",

@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/limits.h"
+#include "common/run_lock.h"
 #include "common/text.h"
 #include "harness/parallel/process_group.h"
 #include "kernels/gsa_cpu.h"
@@ -267,11 +268,6 @@ struct DropoutShard {
   ~DropoutShard() { set_dropout_shard(0); }
 };
 
-std::string host_name() {
-  char buf[256] = {0};
-  return ::gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : std::string("unknown");
-}
-
 }  // namespace
 
 json train(const TrainConfig& cfg_in, const RankLayout& layout) {
@@ -328,11 +324,14 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   const std::string result_path = (fs::path(cfg.out_dir) / "result.json").string();
 
   // Only rank 0 writes; the others wait for its verdict on --out.
+  std::optional<RunDirLock> out_lock;  // rank 0's, held until train() returns
   on_all_ranks(pg.get(), "preparing --out", [&] {
     if (!lead) return;
     std::error_code ec;
     fs::create_directories(cfg.out_dir, ec);
     if (ec) throw Error(fmt::format("--out: cannot create directory '{}': {}", cfg.out_dir, ec.message()));
+    // One writer per run directory, before --resume attaches to a checkpoint or --overwrite replaces anything.
+    out_lock.emplace(cfg.out_dir, "--out");
     if (cfg.resume && !fs::exists(ckpt_path)) {
       throw Error(fmt::format("--resume: no checkpoint '{}' to resume from (run without --resume first)", ckpt_path));
     }

@@ -1,7 +1,10 @@
 // Axis expansion of a validated scenario: parameter products, equal-degree solving, analytic memory, skips.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -145,7 +148,75 @@ std::string memory_budget_skip(const Scenario& s, const Point& p) {
   return fmt::format("analytic memory {} exceeds the budget {}", mib(p.analytic_bytes), mib(s.memory_budget_bytes));
 }
 
+namespace {
+
+uint64_t saturating_mul(uint64_t a, uint64_t b) {
+  if (a != 0 && b > std::numeric_limits<uint64_t>::max() / a) return std::numeric_limits<uint64_t>::max();
+  return a * b;
+}
+
+uint64_t axis_size(const json& v) { return v.is_array() ? v.size() : 1; }
+
+}  // namespace
+
+PointCount count_points(const Scenario& s) {
+  const json& axes = s.doc["axes"];
+  const bool train = s.kind == "train";
+  // Pattern variants: per entry, the product of its parameter lists and degree targets.
+  uint64_t variants = 0;
+  std::vector<std::pair<uint64_t, std::string>> entries;  // (variants, "/axes/patterns/i: w 10 x degree 3")
+  const json& patterns = axes["patterns"];
+  for (size_t ei = 0; ei < patterns.size(); ++ei) {
+    const json& e = patterns[ei];
+    uint64_t n = 1;
+    std::vector<std::string> parts;
+    for (const auto& [key, value] : e.items()) {
+      const auto& extra = scenario_pattern_entry_keys();
+      if (key != "degree" && std::find(extra.begin(), extra.end(), key) != extra.end()) continue;
+      n = saturating_mul(n, axis_size(value));
+      if (axis_size(value) > 1) parts.push_back(fmt::format("{} {}", key, axis_size(value)));
+    }
+    const uint64_t before = variants;
+    variants += n;
+    if (variants < before) variants = std::numeric_limits<uint64_t>::max();
+    if (n > 1) entries.emplace_back(n, fmt::format("/axes/patterns/{}: {}", ei, fmt::join(parts, " x ")));
+  }
+  uint64_t total = variants;
+  std::vector<std::string> factors;
+  std::string pattern_text = fmt::format("pattern variants {}", variants);
+  if (!entries.empty()) {
+    // The largest entries say where the variants come from.
+    std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<std::string> shown;
+    for (size_t i = 0; i < entries.size() && i < 3; ++i) shown.push_back(entries[i].second);
+    pattern_text += fmt::format(" ({}{})", fmt::join(shown, "; "), entries.size() > 3 ? "; ..." : "");
+  }
+  factors.push_back(pattern_text);
+  const char* keys[] = {"lengths", "causal", "tokens", "batch", "threads", "modes", "dtypes", "seeds"};
+  for (const char* k : keys) {
+    if (!axes.contains(k) || (train && std::string(k) == "modes")) continue;
+    const uint64_t n = axis_size(axes[k]);
+    total = saturating_mul(total, n);
+    if (n > 1) factors.push_back(fmt::format("{} {} (/axes/{})", k, n, k));
+  }
+  PointCount c;
+  c.total = total;
+  const bool saturated = total == std::numeric_limits<uint64_t>::max();
+  c.detail = fmt::format("{}{} = {}", saturated ? "more than " : "", total, fmt::join(factors, " x "));
+  return c;
+}
+
+void check_point_count(const Scenario& s) {
+  const PointCount c = count_points(s);
+  if (c.total <= static_cast<uint64_t>(s.max_points)) return;
+  throw Error(fmt::format("{}: the axes make {} points ({}), more than /max_points {}; narrow the axes, split the "
+                          "scenario, or raise /max_points (--set max_points=N)",
+                          s.file, c.total == std::numeric_limits<uint64_t>::max() ? "more than 2^64" : std::to_string(c.total),
+                          c.detail, s.max_points));
+}
+
 std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
+  check_point_count(s);  // from the axis sizes, before anything is built
   const json& axes = s.doc["axes"];
   const bool train = s.kind == "train";
   const std::vector<json> lengths = as_list(axes["lengths"]);
@@ -170,7 +241,12 @@ std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
   }
 
   std::vector<Point> points;
-  std::set<std::string> ids;
+  points.reserve(static_cast<size_t>(std::min<uint64_t>(count_points(s).total, kDefaultMaxPoints)));
+  // Point ids, hashed: two entries that make the very same point are refused naming both; two that make different
+  // points under one id (a degree solved for different parameters) get "#2", "#3"... as before.
+  std::unordered_set<std::string> ids;
+  std::unordered_map<std::string, int> next_suffix;
+  std::unordered_map<std::string, size_t> entry_of_config;  // id + resolved parameters -> the entry that made it
   const json& entries = axes["patterns"];
   for (size_t ei = 0; ei < entries.size(); ++ei) {
     const json& e = entries[ei];
@@ -282,9 +358,20 @@ std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
                   id += fmt::format("/n={}/{}={}/causal={}/threads={}/mode={}", n, tokens > 0 ? "tokens" : "batch",
                                     tokens > 0 ? tokens : batch, causal ? 1 : 0, p.threads, p.mode);
                   if (axes.contains("dtypes")) id += "/dtype=" + p.dtype;  // ids of runs without the axis unchanged
+                  const auto [made_by, fresh] = entry_of_config.emplace(id + "|" + params_text(p.params), ei);
+                  if (!fresh) {
+                    throw Error(fmt::format("{}: /axes/patterns/{} and /axes/patterns/{} make the same point {}; "
+                                            "give each configuration once (a label or max_length does not make "
+                                            "another point)",
+                                            s.file, made_by->second, ei, id));
+                  }
                   std::string unique = id;
-                  for (int dup = 2; ids.count(unique); ++dup) unique = fmt::format("{}#{}", id, dup);
-                  ids.insert(unique);
+                  if (!ids.insert(unique).second) {
+                    int& k = next_suffix[id];
+                    if (k == 0) k = 2;
+                    do unique = fmt::format("{}#{}", id, k++);
+                    while (!ids.insert(unique).second);
+                  }
                   p.id = unique;
                   p.config = s.train;
                   p.config.model.pattern = name;

@@ -255,7 +255,9 @@ json reuse_run(const json& src, const std::string& out_dir) {
   const fs::path from = src["dir"].get<std::string>();
   fs::create_directories(out_dir);
   for (const auto& entry : fs::directory_iterator(from)) {
-    if (!entry.is_regular_file() || entry.path().filename() == "result.json") continue;
+    // Not the source's lock file: it says who wrote there, not here.
+    const fs::path name = entry.path().filename();
+    if (!entry.is_regular_file() || name == "result.json" || name == ".lock") continue;
     fs::copy_file(entry.path(), fs::path(out_dir) / entry.path().filename(), fs::copy_options::overwrite_existing);
   }
   json result = src;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json_guard.h"
+#include "common/run_lock.h"
 #include "harness/scenario/records.h"
 
 namespace sb {
@@ -23,7 +25,9 @@ namespace {
 struct Source {
   std::string dir;
   json run;
+  bool has_records = false;  // records.jsonl exists
   std::vector<json> records;
+  std::vector<std::string> bad_lines;  // "PATH:LINE: reason"
 };
 
 std::string short_sha(const json& run) {
@@ -52,8 +56,11 @@ Source read_source(const std::string& dir) {
                               dir));
     }
   }
+  // The guarded reader of --resume; here a line it leaves out is an error (or, with --skip-corrupt, recorded).
   RecordFile rf = read_records((fs::path(dir) / "records.jsonl").string());
+  src.has_records = rf.exists;
   src.records = std::move(rf.records);
+  src.bad_lines = std::move(rf.bad_lines);
   return src;
 }
 
@@ -117,6 +124,11 @@ MergeReport merge_runs(const MergeOptions& opt) {
       throw Error(fmt::format("merge: --out {} is one of the run directories; write the merge elsewhere", opt.out));
     }
   }
+  // One writer per run directory: a merge into a directory that a run or another merge writes is refused at once
+  // (an existing DIR is locked before the sources are read; a new one only once they passed, so a refused merge
+  // creates nothing).
+  std::optional<RunDirLock> lock;
+  if (fs::is_directory(opt.out, ec)) lock.emplace(opt.out, "merge --out");
   std::vector<Source> sources;
   for (const std::string& d : opt.dirs) {
     sources.push_back(read_source(d));
@@ -129,7 +141,20 @@ MergeReport merge_runs(const MergeOptions& opt) {
                               now.run.value("scenario_name", std::string("?")), short_sha(now.run)));
     }
   }
+  std::vector<std::string> bad_lines;
+  for (const Source& src : sources) bad_lines.insert(bad_lines.end(), src.bad_lines.begin(), src.bad_lines.end());
+  if (!bad_lines.empty() && !opt.skip_corrupt) {
+    const size_t most = 20;
+    std::string list;
+    for (size_t i = 0; i < bad_lines.size() && i < most; ++i) list += "\n  " + bad_lines[i];
+    if (bad_lines.size() > most) list += fmt::format("\n  ... {} more", bad_lines.size() - most);
+    throw Error(fmt::format("merge: {} corrupt or truncated line{} in the records of the run directories:{}\nnothing "
+                            "was written; repair the lines (a run's own --resume cuts a truncated last line), or pass "
+                            "--skip-corrupt to merge without them (they are listed in {}/run.json)",
+                            bad_lines.size(), bad_lines.size() == 1 ? "" : "s", list, opt.out));
+  }
   const fs::path out(opt.out);
+  if (!lock) lock.emplace(opt.out, "merge --out");
   const fs::path records_path = out / "records.jsonl";
   if (fs::exists(records_path) && fs::file_size(records_path, ec) > 0 && !opt.overwrite) {
     throw Error(fmt::format("merge: {} already holds records; pass --overwrite to replace them or choose another --out",
@@ -138,6 +163,13 @@ MergeReport merge_runs(const MergeOptions& opt) {
 
   MergeReport rep;
   rep.scenario = sources.front().run.value("scenario_name", std::string());
+  rep.skipped_lines = bad_lines;
+  for (const Source& src : sources) {
+    if (!src.has_records) {
+      rep.notes.push_back(fmt::format("{}: no records.jsonl (the run recorded nothing there); its points count as "
+                                      "missing", src.dir));
+    }
+  }
   const std::vector<std::string> ids = scenario_point_ids(sources.front());
   rep.points = static_cast<int64_t>(ids.size());
   const std::set<std::string> id_set(ids.begin(), ids.end());
@@ -214,6 +246,7 @@ MergeReport merge_runs(const MergeOptions& opt) {
     const std::string st = src.run.value("started", std::string());
     if (started.empty() || (!st.empty() && st < started)) started = st;
     json part = {{"dir", src.dir}, {"records", src.records.size()}};
+    if (!src.has_records) part["records_file"] = "missing";
     copy_present_keys(src.run, {"shard", "started", "resumed", "jobs"}, part);
     copy_present_keys(src.run, kRunMachineKeys, part);
     from.push_back(std::move(part));
@@ -226,6 +259,7 @@ MergeReport merge_runs(const MergeOptions& opt) {
   run["started"] = started;
   run["merged"] = {{"time", utc_iso()},     {"from", from},           {"complete", rep.complete()},
                    {"missing", rep.missing}, {"conflicts", rep.conflicts}, {"failed", rep.failed}};
+  if (!rep.skipped_lines.empty()) run["merged"]["skipped_lines"] = rep.skipped_lines;  // --skip-corrupt
   write_file_atomic(records_path.string(), lines);
   write_file_atomic((out / "run.json").string(), run.dump(2) + "\n");
   const RecordFile all = read_records(records_path.string());

@@ -13,6 +13,7 @@ struct MergeOptions {
   std::vector<std::string> dirs;  // run directories, in order of preference for points recorded more than once
   std::string out;                // the merged run directory
   bool overwrite = false;         // replace an earlier merge (or run) in `out`
+  bool skip_corrupt = false;      // merge without the records.jsonl lines that do not parse (else refused)
 };
 
 struct MergeReport {
@@ -23,7 +24,8 @@ struct MergeReport {
   int64_t replaced_failures = 0; // failed records of points another directory recorded ok or skipped
   std::vector<std::string> missing;   // point ids no directory recorded, in scenario order
   std::vector<std::string> conflicts; // "ID: DIR_A and DIR_B differ in KEY, ...; kept DIR_A's"
-  std::vector<std::string> notes;     // ignored lines, records of points not in the scenario
+  std::vector<std::string> notes;     // records without ids or of points not in the scenario, sources without records
+  std::vector<std::string> skipped_lines;  // --skip-corrupt: "PATH:LINE: reason" of each line left out
   bool complete() const { return missing.empty() && conflicts.empty() && failed == 0; }
 };
 
@@ -32,7 +34,8 @@ struct MergeReport {
 const std::vector<std::string>& provenance_fields();
 
 // Checks that every directory holds a run of the same scenario (run.json's scenario_sha256; anything else throws
-// sb::Error naming both directories), keeps each point's record once (ok or skipped before failed, then the first
+// sb::Error naming both directories) and that every line of their records.jsonl parses (else sb::Error naming each
+// FILE:LINE, nothing written, unless skip_corrupt), holds `out`'s lock (common/run_lock.h), keeps each point's record once (ok or skipped before failed, then the first
 // directory given), and writes out/records.jsonl (in scenario order), out/run.json (the scenario, the shared
 // provenance and "merged": sources, missing points, conflicts) and out/graphs/. The report says what is missing.
 MergeReport merge_runs(const MergeOptions& opt);

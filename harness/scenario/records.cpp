@@ -105,6 +105,7 @@ RecordFile read_records(const std::string& path) {
   RecordFile out;
   bool exists = false;
   const std::string text = read_file(path, &exists);
+  out.exists = exists;
   if (!exists) return out;
   size_t pos = 0;
   int64_t line_no = 0;
@@ -117,15 +118,28 @@ RecordFile read_records(const std::string& path) {
     if (line.empty()) continue;
     if (!complete) {
       out.problems.push_back(fmt::format("{}: line {}: truncated last line ignored ({} bytes)", path, line_no, line.size()));
+      out.bad_lines.push_back(
+          fmt::format("{}:{}: truncated last line ({} bytes without a newline)", path, line_no, line.size()));
       continue;
     }
+    std::string why;
     try {
-      check_json_text(line, path, false);  // a hostile line must not reach a recursive printer
-      json r = json::parse(line);
-      if (!r.is_object()) throw Error("not an object");
-      out.records.push_back(std::move(r));
-    } catch (const std::exception&) {
-      out.problems.push_back(fmt::format("{}: line {}: not a JSON record, ignored", path, line_no));
+      json r = parse_json_guarded(line, "", false);  // a hostile line must not reach a recursive printer
+      if (r.is_object()) out.records.push_back(std::move(r));
+      else why = "a JSON value that is not an object";
+    } catch (const Error& e) {
+      why = e.what();
+      // parse_json_guarded names its input first (here ""): keep what follows.
+      const auto cut = why.find(": ");
+      if (cut != std::string::npos) why = why.substr(cut + 2);
+      const auto at_line = why.find("at line 1, ");
+      if (at_line != std::string::npos) why.erase(at_line + 3, 8);  // one line: "at column N"
+    }
+    if (!why.empty()) {
+      const std::string head = line.size() > 40 ? line.substr(0, 37) + "..." : line;
+      out.problems.push_back(fmt::format("{}: line {}: not a JSON record ({}), ignored", path, line_no, why));
+      out.bad_lines.push_back(fmt::format("{}:{}: not a JSON record ({}): {}", path, line_no, why,
+                                          json(head).dump(-1, ' ', true, json::error_handler_t::replace)));
     }
   }
   return out;

@@ -26,12 +26,15 @@ class RecordWriter {
 };
 
 struct RecordFile {
+  bool exists = false;  // the file could be opened
   std::vector<json> records;
-  std::vector<std::string> problems;  // lines that were ignored, and why ("line 7: truncated ...")
+  std::vector<std::string> problems;  // lines that were ignored, and why ("PATH: line 7: truncated ...")
+  std::vector<std::string> bad_lines;  // the same lines as "PATH:LINE: reason", for readers that refuse them (merge)
 };
 
-// Reads records.jsonl: a last line without its newline or that does not parse is ignored and reported,
-// as is any other line that does not parse. A missing file yields no records.
+// Reads records.jsonl with the guarded JSON parser (bounded depth, no recursion on hostile lines): a last line
+// without its newline, or any line that does not parse as a JSON object, is left out and reported. A missing
+// file yields no records (exists false).
 RecordFile read_records(const std::string& path);
 
 // Writes the records as CSV: one column per scalar field (nested objects flattened as a.b), arrays

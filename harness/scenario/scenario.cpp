@@ -9,6 +9,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -51,6 +52,9 @@ const std::vector<FieldSpec>& scenario_fields() {
         field("warmup", FieldType::integer, 0, 100000, 1, "Untimed runs before the timed ones."),
         *find_config_field("seed"),
         budget,
+        field("max_points", FieldType::integer, 1, 1e9, kDefaultMaxPoints,
+              "Most points the axes may expand to; a larger product is refused, naming the count and the axes that "
+              "make it, before anything is built."),
         field("heads", FieldType::integer, 1, 4096, 8, "Attention heads.", "attention"),
         field("head_dim", FieldType::integer, 1, 65536, 64, "Head dimension.", "attention"),
         field("relations", FieldType::boolean, 0, 0, true, "Pass relation embeddings [R, D] to the graph op.",
@@ -208,12 +212,39 @@ struct Checker {
     for (const FieldSpec& f : config_fields()) check(f);
   }
 
-  // A scalar or a non-empty array of scalars; `each` checks one element at its pointer.
+  // A scalar or a non-empty array of scalars; `each` checks one element at its pointer. A value given twice in
+  // one list is refused (it would make every point it takes part in twice), found by hashing in linear time.
   template <typename F>
   void scalar_or_list(const json& v, const std::string& ptr, F each) const {
     if (v.is_array()) {
       if (v.empty()) fail(ptr, "expected a non-empty array");
-      for (size_t i = 0; i < v.size(); ++i) each(v[i], child(ptr, i));
+      // Numbers by value (2 and 2.0 are one value, and one point id), anything else by its text.
+      std::unordered_map<int64_t, size_t> ints;
+      std::unordered_map<double, size_t> reals;
+      std::unordered_map<std::string, size_t> others;
+      if (v.front().is_number()) ints.reserve(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        const json& x = v[i];
+        each(x, child(ptr, i));
+        size_t earlier = 0;
+        bool fresh = true;
+        const double d = x.is_number() ? x.get<double>() : 0.0;
+        if (x.is_number_integer() || (x.is_number_float() && d == std::floor(d) && std::abs(d) < 9.0e18)) {
+          const auto n = ints.emplace(x.is_number_float() ? static_cast<int64_t>(d) : x.get<int64_t>(), i);
+          fresh = n.second, earlier = n.first->second;
+        } else if (x.is_number()) {
+          const auto r = reals.emplace(d, i);
+          fresh = r.second, earlier = r.first->second;
+        } else {
+          const auto o = others.emplace(x.dump(), i);
+          fresh = o.second, earlier = o.first->second;
+        }
+        if (!fresh) {
+          fail(child(ptr, i), fmt::format("{} repeats {} ({}); each value of an axis once, or every point with it "
+                                          "would run twice",
+                                          shown(x), child(ptr, earlier), shown(v[earlier])));
+        }
+      }
     } else {
       each(v, ptr);
     }
@@ -295,17 +326,28 @@ void validate_pattern_entry(const Checker& c, const json& e, const std::string& 
 
 }  // namespace
 
+namespace {
+
+// " (at /axes/lengths/0)": where in the document the parser stopped; "" at the top level.
+std::string pointer_note(const std::string& text, size_t at) {
+  const std::string ptr = json_pointer_at(text, at);
+  return ptr.empty() ? "" : fmt::format(" (at {})", ptr);
+}
+
+}  // namespace
+
 json parse_scenario_text(const std::string& text, const std::string& file) {
   check_json_text(text, file);  // depth and duplicate keys, before anything recursive touches the document
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    const auto [line, col] = text_line_col(text, e.byte > 0 ? e.byte - 1 : 0);
+    const size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    const auto [line, col] = text_line_col(text, at);
     std::string msg = e.what();
     // Keep nlohmann's explanation, drop its "[json.exception...] parse error at line x, column y: " prefix.
     const auto colon = msg.find(": ");
     if (msg.rfind("[json.exception", 0) == 0 && colon != std::string::npos) msg = msg.substr(colon + 2);
-    throw Error(fmt::format("{}:{}:{}: malformed JSON: {}", file, line, col, msg));
+    throw Error(fmt::format("{}:{}:{}: malformed JSON: {}{}", file, line, col, msg, pointer_note(text, at)));
   } catch (const json::exception& e) {
     // e.g. a number too large for any JSON number type: locate the literal it quotes.
     std::string msg = e.what();
@@ -317,7 +359,7 @@ json parse_scenario_text(const std::string& text, const std::string& file) {
     if (q2 != std::string::npos && q2 > q1 + 1) at = text.find(msg.substr(q1 + 1, q2 - q1 - 1));
     if (at == std::string::npos) throw Error(fmt::format("{}: malformed JSON: {}", file, msg));
     const auto [line, col] = text_line_col(text, at);
-    throw Error(fmt::format("{}:{}:{}: malformed JSON: {}", file, line, col, msg));
+    throw Error(fmt::format("{}:{}:{}: malformed JSON: {}{}", file, line, col, msg, pointer_note(text, at)));
   }
 }
 
@@ -364,7 +406,15 @@ void apply_override(json& doc, const std::string& assignment) {
     const std::string& key = parts[i];
     const bool last = i + 1 == parts.size();
     if (cur->is_array()) {
-      const auto idx = parse_int64(key);
+      // A JSON pointer's array index: "0" or digits without a leading zero (RFC 6901), so "00" is not element 0.
+      const bool index_text = std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&
+                              (key.size() == 1 || key[0] != '0');
+      const auto idx = index_text ? parse_int64(key) : std::nullopt;
+      if (!index_text) {
+        throw Error(fmt::format("--set {}: '{}' is not an array index of {} (digits without a leading zero: 0, 1, "
+                                "2, ...)",
+                                path, key, at.empty() ? "/" : at));
+      }
       if (!idx || *idx < 0 || static_cast<size_t>(*idx) >= cur->size()) {
         throw Error(fmt::format("--set {}: {}{} has no element '{}'", path, at.empty() ? "/" : at, "", key));
       }
@@ -401,6 +451,10 @@ void validate_scenario(const json& doc, const std::string& file) {
       }
     }
     if (name == "." || name == "..") c.fail("/name", fmt::format("\"{}\" would leave the results directory", name));
+    if (name.size() > kMaxNameBytes) {
+      c.fail("/name", fmt::format("{} characters; it names a directory, and file systems take at most {}",
+                                  name.size(), kMaxNameBytes));
+    }
   }
   if (doc.contains("description")) c.string(doc["description"], "/description", false);
   for (const FieldSpec& f : scenario_fields()) {
@@ -517,6 +571,7 @@ Scenario scenario_from_json(const json& doc, const std::string& file) {
   s.repeats = doc.value("repeats", int64_t{5});
   s.warmup = doc.value("warmup", int64_t{1});
   s.seed = doc.value("seed", int64_t{0});
+  s.max_points = doc.value("max_points", kDefaultMaxPoints);
   if (doc.contains("memory_budget_mb")) {
     s.memory_budget_bytes = static_cast<int64_t>(doc["memory_budget_mb"].get<double>() * 1024.0 * 1024.0);
   }

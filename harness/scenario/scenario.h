@@ -39,6 +39,11 @@ void apply_override(json& doc, const std::string& assignment);
 // Checks the whole document; throws sb::Error "FILE: /json/pointer: message" at the first problem.
 void validate_scenario(const json& doc, const std::string& file);
 
+// Points a scenario may expand to unless its /max_points says otherwise.
+constexpr int64_t kDefaultMaxPoints = 100000;
+// Longest /name: it names a directory (NAME_MAX of common file systems).
+constexpr size_t kMaxNameBytes = 255;
+
 struct AttentionSettings {
   int64_t heads = 8;
   int64_t head_dim = 64;
@@ -56,6 +61,7 @@ struct Scenario {
   int64_t warmup = 1;
   int64_t seed = 0;
   int64_t memory_budget_bytes = 0;  // 0: no budget
+  int64_t max_points = kDefaultMaxPoints;  // expansion refuses more (/max_points)
   AttentionSettings attention;
   // Kinds model and train: /model, /train, /device and /seed over the scenario defaults of the config fields
   // (harness/lm/config.h); each point's config adds its axis values.
@@ -117,7 +123,19 @@ std::string memory_budget_skip(const Scenario& s, const Point& p);
 // Statistics of the dense op's implicit graph, computed without building it.
 GraphStats dense_op_stats(int64_t n, bool causal);
 
-// Expands the axes into points: graph statistics, analytic memory, skip decisions and each point's typed config.
+// The number of points the axes make, counted from the axis sizes alone (nothing expanded or built), and the
+// axes that make it: "1000000 = lengths 1000000 (/axes/lengths)". `total` saturates at UINT64_MAX.
+struct PointCount {
+  uint64_t total = 0;
+  std::string detail;
+};
+PointCount count_points(const Scenario& s);
+
+// Throws sb::Error "FILE: the axes make N points (DETAIL), more than /max_points M; ..." when the count exceeds
+// s.max_points.
+void check_point_count(const Scenario& s);
+
+// Expands the axes into points (refused first by check_point_count): graph statistics, analytic memory, skip decisions and each point's typed config.
 // Without build_graphs, graph points are left without statistics, fingerprint and analytic memory (and so without
 // the memory-budget skip): for a caller that builds each graph when it runs the point (`bench kernels`, whose
 // filters would otherwise wait for every graph of the scenario).

@@ -50,6 +50,7 @@ json axis(const json& item) { return {{"oneOf", json::array({item, {{"type", "ar
 json scenario_schema() {
   json top = section_schema("");
   top["name"]["pattern"] = "^[A-Za-z0-9_.-]+$";
+  top["name"]["maxLength"] = kMaxNameBytes;
   top["name"]["not"] = {{"enum", {".", ".."}}};  // would leave the results directory
   top["description"].erase("minLength");
   const FieldSpec& threads = *find_config_field("threads");

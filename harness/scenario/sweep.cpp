@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json_guard.h"
+#include "common/run_lock.h"
 #include "common/sha256.h"
 #include "common/text.h"
 #include "harness/scenario/paths.h"
@@ -192,6 +193,12 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create the run directory: {}", opt.run_dir, ec.message()));
+  // One writer per run directory, held until the sweep returns: taken before anything is read, replaced or appended.
+  const RunDirLock lock(opt.run_dir, "run directory");
+  if (lock.taken_over().pid != 0) {
+    fmt::print(stderr, "note: {}: taking over the lock of pid {} on host {}, which ended without releasing it\n",
+               lock.path(), lock.taken_over().pid, lock.taken_over().host);
+  }
   const std::string records_path = (dir / "records.jsonl").string();
   const int64_t jobs = std::max<int64_t>(1, opt.jobs);
   const int64_t cpu_budget = opt.cpu_budget > 0 ? opt.cpu_budget : available_cpus();

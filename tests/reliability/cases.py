@@ -10,7 +10,10 @@ import random
 import resource
 import shutil
 import signal
+import socket
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import RUNS, TRAIN_TINY, Failure, run, text_data, write  # noqa: E402
@@ -390,6 +393,234 @@ def task_bad_input(w):
     if "test_bpc" in result or result.get("task", {}).get("name") != "recall_distance" or \
             not isinstance(result.get("test_accuracy"), float):
         raise Failure(f"task result.json: {sorted(result)}")
+
+
+# 10. One writer per run directory (RUN_DIR/.lock): a second run, train, --resume, --overwrite or merge into a
+# directory that a live process writes is refused at once (exit 2) naming the directory, the holder's pid and host;
+# the first run loses nothing; a killed holder's lock is taken over.
+def start(w, args):
+    return subprocess.Popen([w.b] + args, cwd=w.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for(proc, ready, what, timeout=120):
+    t0 = time.time()
+    while not ready():
+        if proc.poll() is not None:
+            raise Failure(f"the first writer ended (exit {proc.returncode}) before {what}:\n{proc.stdout.read()[-2000:]}")
+        if time.time() - t0 > timeout:
+            proc.kill()
+            raise Failure(f"no {what} within {timeout} s")
+        time.sleep(0.05)
+
+
+def finish(proc, rc=0, timeout=600):
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise Failure(f"the first writer did not finish within {timeout} s")
+    if proc.returncode != rc:
+        raise Failure(f"the first writer exited {proc.returncode}, expected {rc}:\n{out[-2000:]}")
+    return out
+
+
+def lock_holder(path):
+    try:
+        return open(path).read().split()
+    except OSError:
+        return []
+
+
+@case
+def concurrent_runs_same_out(w):
+    doc = train_doc(w.data, steps=60)
+    doc["axes"]["patterns"] = [{"name": "window", "w": [2, 4, 8]}]
+    doc["axes"]["seeds"] = [1, 2]
+    del doc["seed"]
+    s = scenario(w, "sweep.json", doc)
+    first = start(w, ["run", s, "--out", "r", "--no-plot", "--jobs", "2"])
+    lock = os.path.join(w.dir, "r", ".lock")
+    wait_for(first, lambda: lock_holder(lock)[:1] == [str(first.pid)], "a lock naming the first run")
+    first.send_signal(signal.SIGSTOP)  # frozen holding its lock, however fast this machine runs its points
+    holder = (f"pid {first.pid} on host {socket.gethostname()}",)
+    for extra in ([], ["--resume"], ["--overwrite"], ["--jobs", "2"]):
+        w.run(["run", s, "--out", "r", "--no-plot"] + extra, 2, "r: another process writes this run directory",
+              *holder, timeout=30)
+    w.run(["merge", "elsewhere", "--out", "r", "--no-plot", "--overwrite"], 2, "merge --out r", *holder, timeout=30)
+    # A point process started by hand inside the live run is not its child: refused too.
+    w.run(["run-point", "--run-dir", "r", "--index", "0", "--id", "x"], 2, "run-point --run-dir r", *holder, timeout=30)
+    first.send_signal(signal.SIGCONT)
+    finish(first)
+    records = [json.loads(l) for l in open(os.path.join(w.dir, "r", "records.jsonl")) if l.strip()]
+    points = [r["point"] for r in records]
+    if len(points) != 6 or len(set(points)) != 6 or any(r["status"] != "ok" for r in records):
+        raise Failure(f"expected 6 ok records, one per point: {[(r['point'], r['status']) for r in records]}")
+    if open(lock).read() != "":
+        raise Failure(f"the finished run left its name in {lock}: {open(lock).read()!r}")
+    # Released: the directory is free again.
+    w.run(["run", s, "--out", "r", "--no-plot", "--resume"], 0, "6 already recorded", timeout=60)
+
+
+@case
+def train_against_live_train(w):
+    args = ["--steps", "200", "--checkpoint-every", "5", "--eval-every", "0", "--no-final-eval", "--lens-bytes", "0"]
+    first = start(w, ["train", "--data", w.data, "--out", "t"] + TRAIN_TINY + args)
+    ckpt = os.path.join(w.dir, "t", "checkpoint.pt")
+    wait_for(first, lambda: os.path.exists(ckpt), "a checkpoint")
+    first.send_signal(signal.SIGSTOP)
+    holder = ("--out t: another process writes this run directory",
+              f"pid {first.pid} on host {socket.gethostname()}")
+    w.train("t", *args, "--resume", rc=2, mentions=holder, timeout=60)
+    w.train("t", *args, "--overwrite", rc=2, mentions=holder, timeout=60)
+    w.train("t", *args, rc=2, mentions=holder, timeout=60)
+    if not os.path.exists(os.path.join(w.dir, "t", "metrics.jsonl")):
+        raise Failure("the refused --overwrite removed the live run's files")
+    first.send_signal(signal.SIGCONT)
+    finish(first)
+    result = json.load(open(os.path.join(w.dir, "t", "result.json")))
+    if result["steps"] != 200 or result.get("resumed_at_steps"):
+        raise Failure(f"the live run's result was disturbed: steps {result['steps']}, "
+                      f"resumed at {result.get('resumed_at_steps')}")
+    # kill -9 leaves the lock file naming a dead process: --resume takes it over and finishes.
+    victim = start(w, ["train", "--data", w.data, "--out", "k2"] + TRAIN_TINY + args)
+    wait_for(victim, lambda: os.path.exists(os.path.join(w.dir, "k2", "checkpoint.pt")), "a checkpoint")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    if lock_holder(os.path.join(w.dir, "k2", ".lock"))[:1] != [str(victim.pid)]:
+        raise Failure("the killed run's lock file does not name it")
+    w.train("k2", *args, "--resume", timeout=300)
+    if json.load(open(os.path.join(w.dir, "k2", "result.json")))["steps"] != 200:
+        raise Failure("the resumed run did not finish")
+
+
+# 11. Axes are counted before anything is expanded: a product over /max_points is refused at once, naming the count
+# and the axes; a value given twice in one axis is refused naming both places.
+@case
+def huge_axes_refused_fast(w):
+    def timed(args, rc, *mentions, limit):
+        t0 = time.time()
+        out = w.run(args, rc, *mentions, timeout=120)
+        took = time.time() - t0
+        print(f"  {' '.join(a[:40] for a in args)[:100]}: exit {rc} in {took:.2f} s")
+        if took > limit:
+            raise Failure(f"took {took:.1f} s, more than {limit} s")
+        return out
+
+    doc = attention_doc()
+    doc["axes"]["lengths"] = [16] * 1000000
+    timed(["run", scenario(w, "dup.json", doc), "--dry-run"], 2, "/axes/lengths/1", "repeats /axes/lengths/0", limit=10)
+    doc["axes"]["lengths"] = list(range(1, 1000001))
+    timed(["run", scenario(w, "million.json", doc), "--dry-run"], 2, "1000000 points", "lengths 1000000 (/axes/lengths)",
+          "/max_points 100000", limit=10)
+    doc = attention_doc()
+    doc["axes"]["patterns"] = [{"name": "longformer", "w": list(range(1, 1001)), "d": list(range(1, 1001)),
+                                "g": list(range(0, 1001))}]
+    timed(["run", scenario(w, "product.json", doc), "--dry-run"], 2, "1001000000 points", "/axes/patterns/0",
+          "d 1000 x g 1001 x w 1000", limit=10)
+    # The cap is the scenario's own: raised, the same axes run; the count comes first.
+    doc = attention_doc(max_points=4)
+    doc["axes"]["lengths"] = [16, 32, 64, 128, 256]
+    out = w.run(["run", scenario(w, "five.json", doc), "--dry-run"], 2, "5 points", "/max_points 4")
+    out = w.run(["run", scenario(w, "five.json", doc), "--dry-run", "--set", "max_points=5"], 0)
+    if not out.startswith("five: 5 points ("):
+        raise Failure(f"the dry run does not print the count first:\n{out[:300]}")
+    # Two entries making the very same point.
+    doc = attention_doc()
+    doc["axes"]["patterns"] = [{"name": "window", "w": 4}, {"name": "window", "w": 4, "label": "again"}]
+    w.run(["run", scenario(w, "twice.json", doc), "--dry-run"], 2, "/axes/patterns/0 and /axes/patterns/1",
+          "make the same point")
+    # 100,000 distinct points are printed in time.
+    doc = attention_doc()
+    doc["axes"]["patterns"] = [{"name": "window", "w": list(range(1, 101))}]
+    doc["axes"]["lengths"] = list(range(16, 16 + 10 * 100, 100))
+    doc["axes"]["threads"] = list(range(1, 101))
+    out = timed(["run", scenario(w, "lakh.json", doc), "--dry-run"], 0, "lakh: 100000 points", limit=60)
+    if out.count("\n") < 100000:
+        raise Failure(f"{out.count(chr(10))} lines printed for 100000 points")
+
+
+# 12. merge reads every line with the guarded parser: corrupt or truncated lines are named FILE:LINE and refused
+# unless --skip-corrupt, which lists them in the merged run.json; a source without records.jsonl is named.
+@case
+def merge_corrupt_lines(w):
+    doc = attention_doc()
+    doc["axes"]["lengths"] = [16, 32, 64, 128]
+    s = scenario(w, "m.json", doc)
+    for i in range(2):
+        w.run(["run", s, "--shard", f"{i}/2", "--out", "sh", "--no-plot"], 0)
+    good = [l for l in open(os.path.join(w.dir, "sh", "shard-1-of-2", "records.jsonl"))]
+    bad = os.path.join(w.dir, "sh", "shard-1-of-2", "records.jsonl")
+    write(bad, good[0] + "junk\n" + "[" * 100000 + "]" * 100000 + "\n" + "".join(good[1:]) + '{"point": "cut')
+    shards = ["sh/shard-0-of-2", "sh/shard-1-of-2"]
+    rel = "sh/shard-1-of-2/records.jsonl"
+    w.run(["merge"] + shards + ["--out", "m", "--no-plot"], 2, "3 corrupt or truncated lines", f"{rel}:2: not a JSON record",
+          f"{rel}:3: not a JSON record (JSON nested deeper than 64 levels)", f"{rel}:{len(good) + 3}: truncated last line",
+          "--skip-corrupt")
+    if os.path.exists(os.path.join(w.dir, "m", "records.jsonl")):
+        raise Failure("a refused merge wrote records")
+    w.run(["merge"] + shards + ["--out", "m", "--no-plot", "--skip-corrupt"], 0, "skipped (--skip-corrupt)",
+          "merge: complete")
+    skipped = json.load(open(os.path.join(w.dir, "m", "run.json")))["merged"]["skipped_lines"]
+    if len(skipped) != 3 or not skipped[0].startswith(f"{rel}:2:"):
+        raise Failure(f"run.json merged.skipped_lines: {skipped}")
+    os.remove(bad)
+    w.run(["merge"] + shards + ["--out", "m3", "--no-plot"], 1, "sh/shard-1-of-2: no records.jsonl", "INCOMPLETE")
+
+
+# 13. Smaller messages: each names the thing and its reason.
+@case
+def export_write_failed(w):
+    if not os.path.exists("/dev/full"):
+        return
+    w.run(["pattern", "window", "--n", "64", "--export", "/dev/full"], 2, "--export /dev/full: write failed",
+          "No space left on device")
+
+
+@case
+def data_reports_size_zero(w):
+    w.train("p", "--steps", "1", "--data", "/proc/self/status", rc=2,
+            mentions=("data file '/proc/self/status'", "reports size 0"))
+
+
+@case
+def long_scenario_name(w):
+    w.run(["run", scenario(w, "long.json", attention_doc(name="n" * 300)), "--dry-run"], 2, "/name", "300 characters")
+    w.run(["run", scenario(w, "ok.json", attention_doc(name="n" * 255)), "--dry-run"], 0)
+
+
+@case
+def padded_numbers(w):
+    for value in (" 1", "1 ", "\t1"):
+        w.train("t", "--steps", "1", "--threads", value, rc=2, mentions=("--threads", "expected an integer"))
+        w.run(["bench", "graphs", "--threads", value], 2, "--threads", timeout=20)
+    w.train("t", "--steps", "1", "--lr", " 0.01", rc=2, mentions=("--lr",))
+    w.train("t", "--steps", "1", "--lr", "0.01 ", rc=2, mentions=("--lr",))
+
+
+@case
+def set_index_leading_zero(w):
+    s = scenario(w, "a.json", attention_doc())
+    for index in ("00", "01", "+0", "-0"):
+        w.run(["run", s, "--dry-run", "--set", f"axes/patterns/{index}/w=4"], 2, f"'{index}' is not an array index")
+    w.run(["run", s, "--dry-run", "--set", "axes/patterns/0/w=8"], 0, "window(w=8)")
+
+
+@case
+def number_overflow_pointer(w):
+    text = json.dumps(attention_doc()).replace('"lengths": [16]', '"lengths": [16, 1e400]')
+    w.run(["run", scenario(w, "big.json", text), "--dry-run"], 2, "big.json:1:", "number overflow", "(at /axes/lengths/1)")
+
+
+# A full disk or file-size limit is a user error (exit 2) everywhere, as for train above: the run names the file.
+@case
+def full_disk_exit_codes(w):
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+    s = scenario(w, "a.json", attention_doc())
+    w.run(["run", s, "--out", "full", "--no-plot"], 2, "full/", "File too large", preexec_fn=limit)
+    w.run(["run", s, "--out", "ok", "--no-plot"], 0)
+    w.run(["merge", "ok", "--out", "mfull", "--no-plot"], 2, "mfull/", "File too large", preexec_fn=limit)
 
 
 def main():

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes one torch-free input reader with clang++ and libFuzzer + ASan + UBSan, for a bounded time:
-#   scenario    scenario text -> parse, validate, expand (fuzz_scenario.cpp; seeds scenarios/*.json, fuzz_seeds/)
+#   scenario    scenario text -> parse, validate, point count and cap, expand (fuzz_scenario.cpp; seeds scenarios/*.json, fuzz_seeds/)
 #   cli         command lines -> option parser, --set values, overrides (fuzz_cli.cpp; seeds fuzz_seeds/cli/)
 #   checkpoint  checkpoint files -> envelope and info JSON (fuzz_checkpoint.cpp; seeds fuzz_seeds/checkpoint/)
 # built against harness/scenario/, harness/lm/config.cpp, common/ and the harness's torch-free helpers and patterns/*.cpp only (no LibTorch).

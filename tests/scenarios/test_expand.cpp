@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "harness/scenario/scenario.h"
@@ -275,4 +276,109 @@ TEST(Expand, PointThreadsShareTheCpusBetweenJobsAndRanks) {
   EXPECT_EQ(point_threads(pts[1], 2, 8), 3);  // the threads axis wins
   pts[0].config.nproc = 1;
   EXPECT_EQ(point_threads(pts[0], 2, 8), 4);
+}
+
+TEST(PointCap, CountFromAxisSizesMatchesExpansion) {
+  const Scenario s = make(R"({"kind": "attention", "axes": {
+      "patterns": [{"name": "longformer", "w": [4, 8], "degree": [3, 5]}, {"name": "dense"}],
+      "lengths": [16, 32], "causal": [false, true], "modes": ["forward", "forward_backward"],
+      "batch": [1, 2], "threads": [1, 2, 3], "dtypes": ["float32", "float64"]}})");
+  const PointCount c = count_points(s);
+  EXPECT_EQ(c.total, expand_scenario(s).size());
+  EXPECT_EQ(c.total, 5u * 2 * 2 * 2 * 2 * 3 * 2);
+  EXPECT_NE(c.detail.find("pattern variants 5 (/axes/patterns/0: degree 2 x w 2)"), std::string::npos) << c.detail;
+  EXPECT_NE(c.detail.find("threads 3 (/axes/threads)"), std::string::npos) << c.detail;
+}
+
+TEST(PointCap, LargeProductsAreRefusedBeforeExpanding) {
+  json doc = json::parse(R"({"kind": "attention", "axes": {"patterns": [{"name": "longformer"}], "lengths": [16]}})");
+  for (int64_t v = 1; v <= 1000; ++v) {
+    doc["axes"]["patterns"][0]["w"].push_back(v);
+    doc["axes"]["patterns"][0]["d"].push_back(v);
+    doc["axes"]["patterns"][0]["g"].push_back(v);
+  }
+  doc["axes"]["patterns"][0]["g"].push_back(0);
+  const Scenario s = scenario_from_json(doc, "big.json");
+  EXPECT_EQ(count_points(s).total, 1001000000u);
+  std::string msg;
+  try {
+    expand_scenario(s);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg.rfind("big.json: the axes make 1001000000 points (1001000000 = pattern variants 1001000000 "
+                      "(/axes/patterns/0: d 1000 x g 1001 x w 1000)), more than /max_points 100000",
+                      0),
+            0u)
+      << msg;
+  // The cap is the scenario's: a small one refuses a small product.
+  const Scenario four = make(R"({"kind": "attention", "max_points": 3, "axes": {
+      "patterns": [{"name": "window", "w": 4}], "lengths": [16, 32], "threads": [1, 2]}})");
+  EXPECT_THROW(expand_scenario(four), Error);
+  // Saturated rather than wrapped around: 70000^4 points.
+  json huge = json::parse(R"({"kind": "attention", "axes": {"patterns": [{"name": "longformer"}]}})");
+  json many = json::array();
+  for (int64_t v = 1; v <= 70000; ++v) many.push_back(v);
+  for (const char* p : {"w", "d", "g"}) huge["axes"]["patterns"][0][p] = many;
+  huge["axes"]["lengths"] = many;
+  const Scenario h = scenario_from_json(huge, "h.json");
+  EXPECT_EQ(count_points(h).total, std::numeric_limits<uint64_t>::max());
+  try {
+    expand_scenario(h);
+    ADD_FAILURE() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("h.json: the axes make more than 2^64 points", 0), 0u) << e.what();
+  }
+}
+
+TEST(PointCap, RepeatedAxisValuesAreRefusedWithBothPointers) {
+  auto error_of = [](const std::string& text) {
+    try {
+      expand_scenario(make(text));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of(R"({"kind": "attention", "axes": {"patterns": [{"name": "window"}], "lengths": [16, 32, 16]}})"),
+            "t.json: /axes/lengths/2: 16 repeats /axes/lengths/0 (16); each value of an axis once, or every point with "
+            "it would run twice");
+  EXPECT_NE(error_of(R"({"kind": "attention", "axes": {"patterns": [{"name": "window", "w": [4, 8, 4]}],
+                         "lengths": [16]}})").find("/axes/patterns/0/w/2: 4 repeats /axes/patterns/0/w/0"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"kind": "attention", "axes": {"patterns": [{"name": "window", "degree": [2, 2.0]}],
+                         "lengths": [16]}})").find("/axes/patterns/0/degree/1: 2.0 repeats /axes/patterns/0/degree/0"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"kind": "attention", "axes": {"patterns": [{"name": "window"}], "lengths": [16],
+                         "causal": [true, true]}})").find("/axes/causal/1"),
+            std::string::npos);
+  // Two entries making the very same point.
+  EXPECT_EQ(error_of(R"({"kind": "attention", "axes": {"patterns": [{"name": "window", "w": 4},
+                         {"name": "dense"}, {"name": "window", "w": 4, "label": "again"}], "lengths": [16]}})"),
+            "t.json: /axes/patterns/0 and /axes/patterns/2 make the same point window/graph/w=4/n=16/batch=1/"
+            "causal=0/threads=0/mode=forward; give each configuration once (a label or max_length does not make "
+            "another point)");
+}
+
+TEST(PointCap, OneIdForTwoConfigurationsKeepsItsSuffix) {
+  // A degree solved for two different parameters: two points under one id, told apart as before.
+  const Scenario s = make(R"({"kind": "attention", "axes": {"patterns": [
+      {"name": "longformer", "degree": 8, "solve": "w"}, {"name": "longformer", "degree": 8, "solve": "d"}],
+      "lengths": [64]}})");
+  const std::vector<Point> pts = expand_scenario(s);
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[1].id, pts[0].id + "#2");
+}
+
+TEST(PointCap, HundredThousandPointsExpandInLinearTime) {
+  // Every point distinct, each graph built once per (w, length): the old quadratic id check made this minutes.
+  json doc = json::parse(R"({"kind": "attention", "axes": {"patterns": [{"name": "window", "w": [2, 4]}],
+      "lengths": [16, 32, 64, 128, 256]}})");
+  for (int64_t t = 1; t <= 1000; ++t) doc["axes"]["threads"].push_back(t % 1025);
+  doc["axes"]["batch"] = json::array();
+  for (int64_t b = 1; b <= 10; ++b) doc["axes"]["batch"].push_back(b);
+  const Scenario s = scenario_from_json(doc, "lakh.json");
+  ASSERT_EQ(count_points(s).total, 100000u);
+  const std::vector<Point> pts = expand_scenario(s);
+  EXPECT_EQ(pts.size(), 100000u);
 }

@@ -192,3 +192,49 @@ TEST(Merge, ConflictsDuplicatesAndRerunsOfFailedPoints) {
   EXPECT_EQ(rep.failed, 5);
   EXPECT_FALSE(rep.complete());
 }
+
+TEST(Merge, CorruptLinesAreNamedAndRefusedUnlessSkipped) {
+  TempDir d("merge_corrupt");
+  const Scenario s = scenario();
+  run_part(s, d.file("s0"), 0, 2);
+  run_part(s, d.file("s1"), 1, 2);
+  const std::string path = d.file("s1/records.jsonl");
+  std::ofstream(path, std::ios::app) << "{\"point\": 1, \"x\": tru\n" << std::string(100, '[') << std::string(100, ']')
+                                     << "\n{\"point\": \"cut";
+  const RecordFile rf = read_records(path);
+  ASSERT_EQ(rf.bad_lines.size(), 3u);
+  const size_t good = rf.records.size();
+  EXPECT_EQ(rf.bad_lines[0].rfind(path + ":" + std::to_string(good + 1) + ": not a JSON record (malformed JSON: ", 0),
+            0u)
+      << rf.bad_lines[0];
+  EXPECT_NE(rf.bad_lines[1].find(":" + std::to_string(good + 2) + ": not a JSON record (JSON nested deeper than 64"),
+            std::string::npos)
+      << rf.bad_lines[1];
+  EXPECT_NE(rf.bad_lines[2].find(":" + std::to_string(good + 3) + ": truncated last line"), std::string::npos);
+
+  MergeOptions opt{{d.file("s0"), d.file("s1")}, d.file("m"), false};
+  const std::string msg = error_of([&] { merge_runs(opt); });
+  EXPECT_EQ(msg.rfind("merge: 3 corrupt or truncated lines in the records of the run directories:\n  " + path + ":", 0),
+            0u)
+      << msg;
+  EXPECT_FALSE(fs::exists(d.file("m")));  // refused before anything was written
+  opt.skip_corrupt = true;
+  const MergeReport rep = merge_runs(opt);
+  EXPECT_TRUE(rep.complete());
+  EXPECT_EQ(rep.skipped_lines, rf.bad_lines);
+  std::ifstream in(d.file("m/run.json"));
+  const json run = json::parse(in);
+  EXPECT_EQ(run["merged"]["skipped_lines"], json(rf.bad_lines));
+}
+
+TEST(Merge, SourceWithoutRecordsIsNamed) {
+  TempDir d("merge_norecords");
+  const Scenario s = scenario();
+  run_part(s, d.file("s0"), 0, 2);
+  run_part(s, d.file("s1"), 1, 2);
+  fs::remove(d.file("s1/records.jsonl"));
+  const MergeReport rep = merge_runs({{d.file("s0"), d.file("s1")}, d.file("m"), false});
+  EXPECT_FALSE(rep.complete());
+  ASSERT_EQ(rep.notes.size(), 1u);
+  EXPECT_EQ(rep.notes[0].rfind(d.file("s1") + ": no records.jsonl", 0), 0u) << rep.notes[0];
+}

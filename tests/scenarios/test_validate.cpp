@@ -64,7 +64,10 @@ TEST(Validate, TruncatedJsonGivesLineAndColumn) {
 
 TEST(Validate, NumberOverflowIsMalformedJsonWithPosition) {
   const std::string msg = error_of("{\"kind\": \"attention\",\n \"repeats\": 2e99999}", "big.json");
-  EXPECT_EQ(msg, "big.json:2:13: malformed JSON: number overflow parsing '2e99999'");
+  EXPECT_EQ(msg, "big.json:2:13: malformed JSON: number overflow parsing '2e99999' (at /repeats)");
+  const std::string deep = error_of("{\"kind\": \"attention\", \"axes\": {\"patterns\": [{\"name\": \"window\"}],\n"
+                                    " \"lengths\": [16, 1e400]}}", "deep.json");
+  EXPECT_EQ(deep, "deep.json:2:18: malformed JSON: number overflow parsing '1e400' (at /axes/lengths/1)");
 }
 
 TEST(Validate, UnreadableFileNamesIt) {

@@ -7,6 +7,7 @@
 #include "harness/lm/config.h"
 #include "harness/bench/bench.h"
 #include "harness/measure/build_info.h"
+#include "harness/measure/contention.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/threads.h"
 
@@ -15,6 +16,8 @@ namespace sb {
 int cmd_bench(const std::vector<std::string>& argv) {
   const std::string usage =
       "usage: sparsebench bench SUITE [--threads N] [--scenario FILE] [Google Benchmark flags]\n"
+      "  --threads N  CPU threads; 0 (default) = the cores this process may use (affinity mask and cgroup CPU\n"
+      "         quota), not the machine's\n"
       "  SUITE: kernels (graph attention vs dense LibTorch, one benchmark per point of --scenario FILE, default\n"
       "         scenarios/bench_kernels.json) or graphs (pattern construction)\n"
       "  e.g. --benchmark_filter=bpt --benchmark_format=json --benchmark_repetitions=3\n";
@@ -61,6 +64,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
     throw Error(fmt::format("bench: unknown suite '{}'; valid suites: kernels, graphs", suite));
   }
   benchmark::AddCustomContext("threads", std::to_string(set_cpu_threads(threads)));
+  benchmark::AddCustomContext("usable_cpus", std::to_string(cpu_allowance().usable));  // what --threads 0 means
+  benchmark::AddCustomContext("omp_wait_policy", omp_wait_policy());
   benchmark::AddCustomContext("suite", suite);
   benchmark::AddCustomContext("cpu", cpu_summary());  // Google Benchmark's own context gives no model name
   benchmark::AddCustomContext("git_commit", git_commit());

@@ -16,10 +16,12 @@ namespace sb {
 int cmd_bench(const std::vector<std::string>& argv) {
   const std::string usage =
       "usage: sparsebench bench SUITE [--threads N] [--scenario FILE] [Google Benchmark flags]\n"
-      "  --threads N  CPU threads; 0 (default) = the cores this process may use (affinity mask and cgroup CPU\n"
-      "         quota), not the machine's\n"
       "  SUITE: kernels (graph attention vs dense LibTorch, one benchmark per point of --scenario FILE, default\n"
       "         scenarios/bench_kernels.json) or graphs (pattern construction)\n"
+      "  --threads N  CPU threads; 0 (default) = the cores this process may use (affinity mask and cgroup CPU\n"
+      "         quota), not the machine's\n"
+      "  kernels: counters cpu_share, busy_machine (1: another process competed for the cores; the rule is in the\n"
+      "         context's busy_rule), runnable_others, run_wait_share, steal_share\n"
       "  e.g. --benchmark_filter=bpt --benchmark_format=json --benchmark_repetitions=3\n";
   if (argv.empty() || argv[0] == "--help") {
     fmt::print("{}", usage);

@@ -180,7 +180,8 @@ TEST(Contention, BusyLoopChildOnOurCoreIsDetected) {
   EXPECT_GE(c.samples, 8);
   EXPECT_GT(c.wall_s, 0.3);
   EXPECT_GT(c.cpu_s, 0.0);
-  // The child shares one of our cores: our threads get less than all of theirs.
-  EXPECT_LT(c.cpu_share, 0.99);
+  // The child shares one of our cores: our threads get less than all of theirs (about half of that core is the
+  // child's; at least a fifth of it whatever the scheduler's fairness).
+  EXPECT_LT(c.cpu_s, c.wall_s * (static_cast<double>(threads) - 0.2)) << "cpu_share " << c.cpu_share;
   if (c.run_wait_share >= 0.0) EXPECT_GT(c.run_wait_share, 0.0);
 }

@@ -229,7 +229,7 @@ double process_cpu_seconds(bool children) {
 const char* const kBusyRule =
     "busy when, over the timed region, (1) the median count of runnable tasks not of this process exceeds the "
     "cores it leaves free (usable_cpus - threads), or (2) its threads waited on a run queue for more than 10% of "
-    "wall time x threads, or (3) steal took more than 5% of the machine's CPU time, or (4) threads exceed "
+    "wall time x threads while some sample saw another runnable task, or (3) steal took more than 5% of the machine's CPU time, or (4) threads exceed "
     "usable_cpus; cpu_share is recorded, not judged (serial parts and passive waits lower it on an idle machine)";
 
 void judge_contention(Contention& c) {
@@ -239,7 +239,8 @@ void judge_contention(Contention& c) {
     c.reasons.push_back(fmt::format("{:g} other runnable tasks (median of {} samples) > {} free cores",
                                     c.runnable_others, c.samples, free_cores));
   }
-  if (c.run_wait_share > 0.10) {
+  // Wake-up latency alone (an idle machine, OpenMP threads that sleep between regions) is not another process.
+  if (c.run_wait_share > 0.10 && c.runnable_others_max > 0) {
     c.reasons.push_back(fmt::format("threads waited for a CPU {:.0f}% of the time (> 10%)", 100.0 * c.run_wait_share));
   }
   if (c.steal_share > 0.05) {

@@ -116,6 +116,11 @@ TEST(Contention, BusyRule) {
   EXPECT_FALSE(c.busy);
   c.run_wait_share = 0.2;
   c.steal_share = 0.06;
+  c.runnable_others = 0, c.runnable_others_max = 0;  // waits with nobody else seen: wake-up latency, not judged
+  sb::judge_contention(c);
+  ASSERT_EQ(c.reasons.size(), 1u);
+  EXPECT_NE(c.reasons[0].find("steal"), std::string::npos) << c.reasons[0];
+  c.runnable_others = 1, c.runnable_others_max = 1;  // one other task beside our one thread, and we waited for it
   sb::judge_contention(c);
   EXPECT_EQ(c.reasons.size(), 2u);
   c.run_wait_share = -1, c.steal_share = -1;  // unknown: not judged

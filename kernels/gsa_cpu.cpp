@@ -3,6 +3,9 @@
 // rows reading nearby sources run close in time), and runs heavy rows, and rows whose neighbours share none of
 // their sources (gsa_column_split_plan: span nodes, as column tiles of pieces), as pieces whose partial results are
 // merged in a fixed order (gsa_split_plan.h). The per-target cores are in gsa_cpu_simd.cpp.
+// One parallel region per call (forward: one barrier inside; backward: three), every loop in dynamic chunks of one
+// item: a thread the operating system deschedules (another process on its core) holds the others back by at most
+// the item it is running, not by a static share of the work.
 // Every output element is produced by one fixed sequence of operations, so results are bitwise identical across
 // runs and thread counts (scheduling only decides which thread runs a work item).
 // Measured with `sparsebench bench kernels` (B=1, H=8, D=64, n=8192, 2 threads) on a 2-core AMD EPYC (AVX2+FMA):
@@ -164,7 +167,8 @@ void forward_impl(const GsaParams& p) {
         k.forward_rows(p, b, u0, std::min(p.N, u0 + kRowBlock), skip, scratch.data());
       }
     }
-#pragma omp for schedule(dynamic, 1)
+    // The region's end joins the threads: no barrier after the merges.
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t w = 0; w < n_split * p.B; ++w) {
       const int64_t b = w % p.B, i = w / p.B;
       const int64_t u = plan.split_rows[i];
@@ -307,10 +311,31 @@ void backward_impl(const GsaParams& p) {
       }
     }
     // Pass 2 (needs every row's delta, and the edge cache complete): dk, dv by source: column tiles, the other
-    // pieces, then source blocks.
+    // pieces, then source blocks; in the same loop, what needs only pass 1: the split rows' dq merges and d_rel_emb
+    // (chunk partials in chunk order, then the row pieces' partials in (piece, batch) order), one relation each.
     const int64_t work2 = p.B * (n_src_tiles + n_src_pieces + n_blocks);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t w = 0; w < work2; ++w) {
+    for (int64_t w = 0; w < work2 + n_split_rows * p.B + R; ++w) {
+      if (w >= work2 + n_split_rows * p.B) {
+        const int64_t r = w - work2 - n_split_rows * p.B;
+        T* out = static_cast<T*>(p.d_rel_emb) + r * p.rel_stride;
+        sum_parts(out, rel_partial + r * D, n_chunks, R * D, D, T(1));
+        for (int64_t x = 0; x < n_rel_pieces * p.B; ++x) {
+          const T* part = rel_pieces.data() + x * R * D + r * D;
+          for (int64_t d = 0; d < D; ++d) out[d] += part[d];
+        }
+        continue;
+      }
+      if (w >= work2) {
+        const int64_t b = (w - work2) % p.B, i = (w - work2) / p.B;
+        const int64_t u = rows.split_rows[i], c0 = rows.piece_ptr[i], nc = rows.piece_ptr[i + 1] - c0;
+        T* dq_u = static_cast<T*>(p.dq) + b * p.dq_strides.batch + u * p.dq_strides.node;
+        for (int64_t h = 0; h < H; ++h) {
+          sum_parts(dq_u + h * p.dq_strides.head, dq_pieces.data() + (c0 * p.B + b) * dq_state + h * D, nc,
+                    p.B * dq_state, D, scale);
+        }
+        continue;
+      }
       const int64_t b = w % p.B;
       if (w < n_src_tiles * p.B) {
         int64_t v[kGsaCpuRowGroup], t0[kGsaCpuRowGroup], t1[kGsaCpuRowGroup], c[kGsaCpuRowGroup];
@@ -335,40 +360,17 @@ void backward_impl(const GsaParams& p) {
         k.dkv_rows(p, b, v0, std::min(p.N, v0 + kRowBlock), skip_srcs, pds, scratch.data());
       }
     }
-    // Merges of split rows and sources: piece sums in piece order.
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t w = 0; w < (n_split_rows + n_split_srcs) * p.B; ++w) {
-      const int64_t b = w % p.B, i = w / p.B;
-      if (i < n_split_rows) {
-        const int64_t u = rows.split_rows[i], c0 = rows.piece_ptr[i], nc = rows.piece_ptr[i + 1] - c0;
-        T* dq_u = static_cast<T*>(p.dq) + b * p.dq_strides.batch + u * p.dq_strides.node;
-        for (int64_t h = 0; h < H; ++h) {
-          sum_parts(dq_u + h * p.dq_strides.head, dq_pieces.data() + (c0 * p.B + b) * dq_state + h * D, nc,
-                    p.B * dq_state, D, scale);
-        }
-      } else {
-        const int64_t j = i - n_split_rows;
-        const int64_t v = srcs.split_rows[j], c0 = srcs.piece_ptr[j], nc = srcs.piece_ptr[j + 1] - c0;
-        T* dk_v = static_cast<T*>(p.dk) + b * p.dk_strides.batch + v * p.dk_strides.node;
-        T* dv_v = static_cast<T*>(p.dv) + b * p.dv_strides.batch + v * p.dv_strides.node;
-        const T* first = dkv_pieces.get() + (c0 * p.B + b) * 2 * HD;
-        for (int64_t h = 0; h < H; ++h) {
-          sum_parts(dk_v + h * p.dk_strides.head, first + h * D, nc, p.B * 2 * HD, D, scale);
-          sum_parts(dv_v + h * p.dv_strides.head, first + HD + h * D, nc, p.B * 2 * HD, D, T(1));
-        }
-      }
-    }
-  }
-  // d_rel_emb: chunk partials in chunk order, then the row pieces' partials in (piece, batch) order.
-  if (has_rel) {
-    T* d_rel = static_cast<T*>(p.d_rel_emb);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < R; ++r) {
-      T* out = d_rel + r * p.rel_stride;
-      sum_parts(out, rel_partial + r * D, n_chunks, R * D, D, T(1));
-      for (int64_t w = 0; w < n_rel_pieces * p.B; ++w) {
-        const T* part = rel_pieces.data() + w * R * D + r * D;
-        for (int64_t d = 0; d < D; ++d) out[d] += part[d];
+    // Merges of split sources: piece sums in piece order. The region's end joins the threads: no barrier here.
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t w = 0; w < n_split_srcs * p.B; ++w) {
+      const int64_t b = w % p.B, j = w / p.B;
+      const int64_t v = srcs.split_rows[j], c0 = srcs.piece_ptr[j], nc = srcs.piece_ptr[j + 1] - c0;
+      T* dk_v = static_cast<T*>(p.dk) + b * p.dk_strides.batch + v * p.dk_strides.node;
+      T* dv_v = static_cast<T*>(p.dv) + b * p.dv_strides.batch + v * p.dv_strides.node;
+      const T* first = dkv_pieces.get() + (c0 * p.B + b) * 2 * HD;
+      for (int64_t h = 0; h < H; ++h) {
+        sum_parts(dk_v + h * p.dk_strides.head, first + h * D, nc, p.B * 2 * HD, D, scale);
+        sum_parts(dv_v + h * p.dv_strides.head, first + HD + h * D, nc, p.B * 2 * HD, D, T(1));
       }
     }
   }

@@ -21,7 +21,9 @@ Draws what the records contain, as PNG and SVG under RUN_DIR/plots/:
   context_lens          valid BPC vs the context each scored byte may see, one line per configuration
   gemm_fraction         attention FLOP rate as a fraction of a large fp32 GEMM
   graph_<pattern...>    token x node adjacency at n=64, sources coloured by node kind
-and writes RUN_DIR/report.md with the tables. Train records (one row per seed) are grouped by configuration
+and writes RUN_DIR/report.md with the tables. Points measured on a busy machine (records with busy_machine true:
+another process held cores the threads needed, see the record's contention.rule) are drawn with hollow markers
+and listed in report.md under "Contended points". Train records (one row per seed) are grouped by configuration
 (plots/seed_groups.py, statistics in plots/stats.py); RUN_DIR/stats.json holds each group's mean, sd and 95%
 interval over seeds and the paired comparisons with their verdicts against the paper's claims.
 """
@@ -134,21 +136,44 @@ def length_axes(ax, key, ylabel):
     ax.grid(True, which="both", alpha=0.3)
 
 
+def contended(records):
+    """Records whose timing ran on a busy machine (busy_machine true), in record order."""
+    return [r for r in records if r.get("busy_machine") is True]
+
+
+def mark_contended(ax, pts, marker, colour):
+    """Hollow markers over the points of one series that ran on a busy machine; returns how many."""
+    busy = [p for p in pts if p[2].get("busy_machine") is True]
+    if busy:
+        ax.plot([p[0] for p in busy], [p[1] for p in busy], ls="none", marker=marker, ms=8, mfc="white", mec=colour,
+                mew=1.5, zorder=3)
+    return len(busy)
+
+
+def contended_note(fig, n):
+    if n:
+        fig.text(0.01, 0.0, f"hollow markers: {n} point(s) measured on a busy machine (report.md, Contended points)",
+                 fontsize=8, va="top")
+
+
 def plot_throughput(ok, out_dir, written):
     groups = {k: v for k, v in by_case(ok).items() if any("tokens_per_s" in r for r in v) and k[0] != "train"}
     if not groups:
         return
     fig, axes = panels(len(groups))
+    n_busy = 0
     for ax, (key, recs) in zip(axes, sorted(groups.items(), key=str)):
         for i, (label, pts) in enumerate(sorted(series(recs, "tokens_per_s").items())):
             xs = [p[0] for p in pts]
             ys = [p[1] for p in pts]
             lo = [p[1] - p[2].get("tokens_per_s_min", p[1]) for p in pts]
             hi = [p[2].get("tokens_per_s_max", p[1]) - p[1] for p in pts]
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="os^vD"[i % 5], ms=3, capsize=2, label=label)
+            bars = ax.errorbar(xs, ys, yerr=[lo, hi], marker="os^vD"[i % 5], ms=3, capsize=2, label=label)
+            n_busy += mark_contended(ax, pts, "os^vD"[i % 5], bars[0].get_color())
         length_axes(ax, key, "tokens / s (median, min-max)")
     fig.suptitle("Throughput vs sequence length")
     shared_legend(fig, axes)
+    contended_note(fig, n_busy)
     save(fig, out_dir, "throughput_vs_length", written)
 
 
@@ -653,13 +678,40 @@ def task_section(tgroups, tcomps):
     return lines + [""]
 
 
+def contended_section(records):
+    """report.md's list of the points timed on a busy machine, with the figures that said so."""
+    busy = contended(records)
+    if not busy:
+        return []
+    rule = next((r["contention"].get("rule") for r in busy if isinstance(r.get("contention"), dict)), None)
+    lines = ["## Contended points", "",
+             f"{len(busy)} of {sum(1 for r in records if 'busy_machine' in r)} timed points ran on a busy machine: "
+             "their timings reflect the load, not the code (hollow markers in the figures). Rerun them on a quiet "
+             "machine.", ""]
+    if rule:
+        lines += [f"Rule: {rule}.", ""]
+    lines += ["| label | kind | mode | length | threads | tokens/s | cpu share | other runnable | run wait | why |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in busy:
+        c = r.get("contention") if isinstance(r.get("contention"), dict) else {}
+
+        def num(v, f):
+            return f.format(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+        why = "; ".join(x for x in r.get("busy_reasons", []) if isinstance(x, str)) or "-"
+        lines.append(f"| {r.get('label')} | {r.get('kind')} | {r.get('mode', '-')} | {r.get('length')} | "
+                     f"{r.get('threads_used', r.get('threads'))} | {num(r.get('tokens_per_s'), '{:.0f}')} | "
+                     f"{num(r.get('cpu_share'), '{:.2f}')} | {num(c.get('runnable_others'), '{:g}')} | "
+                     f"{num(c.get('run_wait_share'), '{:.0%}')} | {why.replace('|', '/')} |")
+    return lines + [""]
+
+
 def write_report(run_dir, run, records, problems, written, gemm_source, groups, comps, tgroups=(), tcomps=()):
     lines = [f"# {run.get('scenario_name', os.path.basename(os.path.abspath(run_dir)))}", ""]
     if run.get("scenario", {}).get("description"):
         lines += [run["scenario"]["description"], ""]
     lines += ["| field | value |", "|---|---|"]
-    for key in ("kind", "started", "commit", "build_type", "compiler", "libtorch", "blas", "cpu", "hardware_threads",
-                "cuda_available", "scenario_sha256"):
+    for key in ("kind", "started", "commit", "build_type", "compiler", "libtorch", "blas", "cpu", "simd_target",
+                "hardware_threads", "usable_cpus", "omp_wait_policy", "cuda_available", "scenario_sha256"):
         if key in run:
             lines.append(f"| {key} | {run[key]} |")
     counts = defaultdict(int)
@@ -681,10 +733,13 @@ def write_report(run_dir, run, records, problems, written, gemm_source, groups, 
                 status += f": {r.get('reason', '')}"
             lines.append("| {} | {} | {} | {} | {} | {:.1f} | {} | {} | {} | {} | {} |".format(
                 r.get("label"), r.get("mode"), "yes" if r.get("causal") else "no", r.get("length"), r.get("batch"),
-                float(r.get("degree", 0.0)), f"{tps:.0f}" if isinstance(tps, (int, float)) else "-",
+                float(r.get("degree", 0.0)),
+                (f"{tps:.0f}" + (" (busy)" if r.get("busy_machine") is True else "")) if isinstance(tps, (int, float))
+                else "-",
                 f"{100 * r['spread']:.1f}%" if isinstance(r.get("spread"), (int, float)) else "-",
                 fmt_mib(r.get("peak_total_bytes")), fmt_mib(r.get("analytic_bytes")), status.replace("|", "/")))
         lines.append("")
+    lines += contended_section(records)
     train = [r for r in records if r.get("kind") == "train" and not task_groups.is_task_record(r)]
     if train:
         lines += ["## Training runs", "",

@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "harness/bench/bench.h"
 #include "harness/scenario/scenario.h"
+#include "harness/measure/contention.h"
 #include "harness/measure/device.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/memory_tracker.h"
@@ -46,14 +47,37 @@ void set_counters(benchmark::State& state, const Scenario& s, const Point& p, do
       benchmark::Counter(flops_per_call / 1e9 / gemm, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Warm-up, the timed loop, then one more call under the peak probe.
+// " BUSY" for a label when the timed loop ran on a busy machine.
+std::string busy_label(benchmark::State& state) {
+  const auto it = state.counters.find("busy_machine");
+  return it != state.counters.end() && it->second.value > 0.0 ? " BUSY" : "";
+}
+
+// Warm-up, the timed loop (under the contention probe: counters cpu_share, busy_machine 0/1, runnable_others,
+// run_wait_share, steal_share, -1 where unknown; a busy point also says so in its label and on stderr), then one
+// more call under the peak probe.
 template <typename F>
-void time_calls(benchmark::State& state, const Scenario& s, torch::Device device, F&& run, int64_t* peak) {
+void time_calls(benchmark::State& state, const Scenario& s, const Point& p, torch::Device device, F&& run,
+                int64_t* peak) {
   for (int64_t i = 0; i < s.warmup; ++i) run();
   sync_device(device);
+  ContentionProbe busy(at::get_num_threads(), 100);  // sampled beside the loop: nothing is added inside it
+  busy.start();
   for (auto _ : state) {
     run();
     sync_device(device);
+  }
+  const Contention c = busy.stop();
+  state.counters["cpu_share"] = c.cpu_share;
+  state.counters["busy_machine"] = c.busy ? 1.0 : 0.0;
+  state.counters["runnable_others"] = c.runnable_others;
+  state.counters["run_wait_share"] = c.run_wait_share;
+  state.counters["steal_share"] = c.steal_share;
+  if (c.busy) {
+    std::string why;
+    for (const std::string& r : c.reasons) why += (why.empty() ? "" : "; ") + r;
+    fmt::print(stderr, "warning: {} n={} {}: busy machine ({}); this timing reflects the load\n", p.label, p.length,
+               p.mode, why);
   }
   PeakProbe probe(device);
   probe.reset();
@@ -117,9 +141,9 @@ void bench_point(benchmark::State& state, const Scenario& s, const Point& point)
         benchmark::DoNotOptimize(torch::autograd::grad({dense()}, {q, k, v}, {d_o}));
       }
     };
-    time_calls(state, s, device, run, &peak);
+    time_calls(state, s, p, device, run, &peak);
     set_counters(state, s, p, static_cast<double>(p.length) * static_cast<double>(p.length), backward, peak, device);
-    state.SetLabel(fmt::format("backend={}", dense_attention_backend(q, k, v, p.causal, naive)));
+    state.SetLabel(fmt::format("backend={}{}", dense_attention_backend(q, k, v, p.causal, naive), busy_label(state)));
     return;
   }
   const Graph& g = *graph;
@@ -135,9 +159,9 @@ void bench_point(benchmark::State& state, const Scenario& s, const Point& point)
     if (backward) benchmark::DoNotOptimize(graph_attention_backward(d_o, q, k, v, rel, o, lse, tg));
     else benchmark::DoNotOptimize(o);
   };
-  time_calls(state, s, device, run, &peak);
+  time_calls(state, s, p, device, run, &peak);
   set_counters(state, s, p, static_cast<double>(g.n_edges()), backward, peak, device);
-  state.SetLabel(fmt::format("nodes={} edges={} simd={}", nn, g.n_edges(), gsa_cpu_target()));
+  state.SetLabel(fmt::format("nodes={} edges={} simd={}{}", nn, g.n_edges(), gsa_cpu_target(), busy_label(state)));
 }
 
 }  // namespace
@@ -147,6 +171,7 @@ void register_kernel_benchmarks(const std::string& scenario_file) {
   static std::vector<std::unique_ptr<Scenario>> scenarios;
   static std::vector<std::unique_ptr<std::vector<Point>>> expanded;
   benchmark::AddCustomContext("simd_target", gsa_cpu_target());
+  benchmark::AddCustomContext("busy_rule", kBusyRule);
   MemoryTracker::install();
   benchmark::AddCustomContext("host_large_blocks", MemoryTracker::large_blocks());
   scenarios.push_back(std::make_unique<Scenario>(load_scenario(scenario_file, {})));

@@ -7,6 +7,7 @@
 #include "harness/lm/config.h"
 #include "harness/bench/bench.h"
 #include "harness/measure/build_info.h"
+#include "harness/measure/contention.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/threads.h"
 
@@ -17,6 +18,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
       "usage: sparsebench bench SUITE [--threads N] [--scenario FILE] [Google Benchmark flags]\n"
       "  SUITE: kernels (graph attention vs dense LibTorch, one benchmark per point of --scenario FILE, default\n"
       "         scenarios/bench_kernels.json) or graphs (pattern construction)\n"
+      "  --threads N  CPU threads; 0 (default) = the cores this process may use (affinity mask and cgroup CPU\n"
+      "         quota), not the machine's\n"
+      "  kernels: counters cpu_share, busy_machine (1: another process competed for the cores; the rule is in the\n"
+      "         context's busy_rule), runnable_others, run_wait_share, steal_share\n"
       "  e.g. --benchmark_filter=bpt --benchmark_format=json --benchmark_repetitions=3\n";
   if (argv.empty() || argv[0] == "--help") {
     fmt::print("{}", usage);
@@ -61,6 +66,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
     throw Error(fmt::format("bench: unknown suite '{}'; valid suites: kernels, graphs", suite));
   }
   benchmark::AddCustomContext("threads", std::to_string(set_cpu_threads(threads)));
+  benchmark::AddCustomContext("usable_cpus", std::to_string(cpu_allowance().usable));  // what --threads 0 means
+  benchmark::AddCustomContext("omp_wait_policy", omp_wait_policy());
   benchmark::AddCustomContext("suite", suite);
   benchmark::AddCustomContext("cpu", cpu_summary());  // Google Benchmark's own context gives no model name
   benchmark::AddCustomContext("git_commit", git_commit());

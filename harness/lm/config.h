@@ -90,7 +90,7 @@ namespace sb {
                                         .scenario("train", 500))                                                    \
   F(log_every, int64_t, 50, integer("log_every", 1, int64_t{1} << 40, "progress line every N steps")                \
                                 .scenario("train", 50))                                                             \
-  F(threads, int64_t, 0, integer("threads", 0, kMaxThreads, "CPU threads per rank, 0 = the cores split between the ranks")) \
+  F(threads, int64_t, 0, integer("threads", 0, kMaxThreads, "CPU threads per rank, 0 = the cores this process may use (affinity, cgroup quota) split between ranks")) \
   F(nproc, int64_t, 1, integer("nproc", 1, 1024, "data-parallel ranks started here (each with --batch windows); under torchrun or srun the world size") \
                            .scenario("train", 1))                                                                  \
   F(dtype, std::string, "float32", choice("dtype", {"float32", "float64", "bfloat16", "float16"}, "compute precision: float32 | float64 everywhere; bfloat16 | float16 mixed (matmuls and attention in it; weights, norms, softmax statistics and the optimizer in float32; float16 with dynamic loss scaling)")  \

@@ -31,6 +31,7 @@
 #include "harness/lm/loss_scale.h"
 #include "harness/lm/tasks.h"
 #include "harness/measure/build_info.h"
+#include "harness/measure/contention.h"
 #include "harness/measure/device.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/memory_tracker.h"
@@ -303,9 +304,9 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   if (device.is_cuda() && layout.distributed()) {
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(layout.local_rank % torch::cuda::device_count()));
   }
-  int64_t want_threads = cfg.threads;  // 0: the cores split between the ranks on this machine
+  int64_t want_threads = cfg.threads;  // 0: the cores this process may use, split between the ranks on this machine
   if (want_threads == 0 && layout.distributed()) {
-    want_threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / layout.local_world_size);
+    want_threads = std::max<int64_t>(1, cpu_allowance().usable / layout.local_world_size);
   }
   const int threads = set_cpu_threads(static_cast<int>(want_threads));
   MemoryTracker::install();  // large blocks kept for reuse, as in `run` and `bench` (host_large_blocks)

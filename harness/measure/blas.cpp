@@ -1,6 +1,8 @@
 // BLAS set-up: OpenBLAS load-time settings with re-exec, BLAS thread count, and the BLAS description.
 #include "harness/measure/blas.h"
 
+#include "harness/measure/threads.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -45,13 +47,24 @@ std::string better_core(const std::string& detected) {
   return "";
 }
 
+// Runs this program again with the environment set up; returns only when that fails.
+void reexec(char** argv, const char* what, const std::string& detected) {
+  std::fflush(nullptr);
+  execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "sparsebench: note: could not re-execute with %s (%s)%s%s\n", what, std::strerror(errno),
+               detected.empty() ? "" : "; BLAS runs the kernels of ", detected.c_str());
+}
+
 }  // namespace
 
 void configure_blas_runtime(char** argv) {
+  bool changed = set_default_wait_policy();  // OpenMP's, read at load time too
   auto corename = openblas_symbol<char* (*)()>("openblas_get_corename");
-  if (corename == nullptr) return;  // not OpenBLAS
-  bool changed = false;
-  const std::string detected = corename();
+  const std::string detected = corename != nullptr ? corename() : "";
+  if (corename == nullptr) {  // not OpenBLAS
+    if (changed) reexec(argv, "the OpenMP wait policy", detected);
+    return;
+  }
   const std::string core = better_core(detected);
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr && !core.empty()) {
     setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
@@ -64,11 +77,7 @@ void configure_blas_runtime(char** argv) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     changed = true;
   }
-  if (!changed) return;
-  std::fflush(nullptr);
-  execv("/proc/self/exe", argv);
-  std::fprintf(stderr, "sparsebench: note: could not re-execute with the BLAS settings (%s); BLAS runs %s kernels\n",
-               std::strerror(errno), detected.c_str());
+  if (changed) reexec(argv, "the BLAS and OpenMP settings", detected);
 }
 
 void set_blas_threads(int threads) {

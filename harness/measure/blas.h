@@ -11,6 +11,7 @@ namespace sb {
 //   and runs SSE3 kernels at a fifth of the AVX-512 rate: OPENBLAS_CORETYPE names the CPU's real family;
 // - OpenBLAS's pthreads build keeps its own thread pool, which fights LibTorch's spinning OpenMP threads
 //   for the cores (training ran at half speed): OMP_WAIT_POLICY=passive. The OpenMP build shares one pool.
+// and, whatever the BLAS, OpenMP's wait policy (sb::set_default_wait_policy: passive unless the user chose one).
 // Returns only when nothing needed changing or re-execution failed.
 void configure_blas_runtime(char** argv);
 

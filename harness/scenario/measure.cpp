@@ -24,6 +24,7 @@
 #include "harness/lm/trainer.h"
 #include "harness/measure/blas.h"
 #include "harness/measure/build_info.h"
+#include "harness/measure/contention.h"
 #include "harness/measure/device.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/memory_tracker.h"
@@ -49,15 +50,20 @@ void time_work(const Scenario& s, const Point& p, torch::Device device, const st
   PeakProbe probe(device);
   std::vector<double> samples;
   int64_t peak_extra = 0, base = 0;
+  // Over the timed calls only; its samples are taken between them.
+  ContentionProbe busy(record["threads_used"].get<int64_t>());
+  busy.start();
   for (int64_t i = 0; i < s.repeats; ++i) {
     probe.reset();
     const auto t0 = clock::now();
     work();
     sync_device(device);
     samples.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+    busy.sample();
     peak_extra = std::max(peak_extra, probe.peak() - probe.base());
     base = probe.base();
   }
+  contention_to_json(busy.stop(), record);
   const double tokens = static_cast<double>(p.batch * p.length);
   const double med = median_of(samples);
   const double lo = *std::min_element(samples.begin(), samples.end());
@@ -294,7 +300,16 @@ void measure_train(const Point& p, json& record, const std::string& out_dir, con
   } else if (!why.empty() && !cfg.quiet) {
     fmt::print("point {}: starting over: {}\n", p.index, why);  // a checkpoint is there but cannot be continued
   }
-  record_train_result(train_local_ranks(cfg), out_dir, record);  // cfg.nproc ranks: processes when more than one
+  // The whole training run, sampled every 200 ms; ranks in child processes add their CPU time when they end.
+  const int64_t ranks = std::max<int64_t>(1, cfg.nproc);
+  const int64_t per_rank =
+      cfg.threads > 0 ? cfg.threads : (ranks > 1 ? std::max<int64_t>(1, cpu_allowance().usable / ranks)
+                                                 : record["threads_used"].get<int64_t>());
+  ContentionProbe busy(ranks * per_rank, 200);
+  busy.start();
+  const json result = train_local_ranks(cfg);  // cfg.nproc ranks: processes when more than one
+  contention_to_json(busy.stop(), record);
+  record_train_result(result, out_dir, record);
 }
 
 }  // namespace
@@ -321,6 +336,7 @@ void check_points(const Scenario& s, const std::vector<Point>& points) {
 void measure_point(const Scenario& s, const Point& p, const std::string& run_dir, json& record) {
   const torch::Device device = resolve_device(p.config.device);
   record["threads_used"] = set_cpu_threads(static_cast<int>(p.threads));
+  record["omp_wait_policy"] = omp_wait_policy();
   record["simd_target"] = gsa_cpu_target();  // the CPU kernels' SIMD target (SB_CPU_TARGET pins it)
   record["cpu"] = cpu_summary();              // per point: a resumed sweep may finish on another machine
   if (s.kind == "train") {
@@ -349,6 +365,12 @@ json run_environment() {
   env["matmul"] = matmul_backend();  // the model's float32 CPU linear layers (fast_linear)
   env["threads_default"] = at::get_num_threads();
   env["hardware_threads"] = std::thread::hardware_concurrency();
+  const CpuAllowance& cpus = cpu_allowance();
+  env["usable_cpus"] = cpus.usable;  // what threads 0 resolves to
+  env["affinity_cpus"] = cpus.affinity;
+  env["cpu_quota"] = cpus.quota > 0.0 ? json(cpus.quota) : json(nullptr);
+  env["omp_wait_policy"] = omp_wait_policy();
+  env["busy_rule"] = kBusyRule;
   env["cpu"] = cpu_summary();
   env["simd_target"] = gsa_cpu_target();
   env["simd_targets_available"] = gsa_cpu_targets();

@@ -1,6 +1,8 @@
 // Sharded sweeps: --shard parsing (explicit or from Slurm's job-array variables), point costs, the balanced split.
 #include "harness/scenario/shard.h"
 
+#include "harness/measure/contention.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -129,11 +131,6 @@ std::vector<int64_t> assign_shards(const Scenario& s, const std::vector<Point>& 
   return shard;
 }
 
-int64_t available_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+int64_t available_cpus() { return cpu_allowance().usable; }
 
 }  // namespace sb

@@ -33,7 +33,8 @@ double point_cost(const Scenario& s, const Point& p);
 // points of cost 0 round-robin by index. Depends only on the points, so every shard computes the same split.
 std::vector<int64_t> assign_shards(const Scenario& s, const std::vector<Point>& points, int64_t count);
 
-// CPUs this process may run on (its affinity mask: a Slurm allocation or taskset), at least 1.
+// CPUs this process may use: its affinity mask (a Slurm allocation or taskset) capped by a cgroup CPU quota
+// (sb::cpu_allowance), at least 1.
 int64_t available_cpus();
 
 }  // namespace sb

@@ -45,6 +45,16 @@ std::string failure_reason(const std::string& what) {
   return r.size() > 400 ? r.substr(0, 397) + "..." : r;
 }
 
+// A busy point's reasons, joined.
+std::string busy_reasons_text(const json& record) {
+  std::string out;
+  if (!record.contains("busy_reasons") || !record["busy_reasons"].is_array()) return "no reason recorded";
+  for (const json& r : record["busy_reasons"]) {
+    if (r.is_string()) out += (out.empty() ? "" : "; ") + r.get<std::string>();
+  }
+  return out;
+}
+
 // The last non-empty line of a point's log, cut short (the likeliest reason a point process died).
 std::string log_tail(const std::string& path) {
   bool exists = false;
@@ -352,6 +362,11 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
                p.label, p.length, p.batch, p.mode, p.causal ? " causal" : "", t, status, detail,
                jobs > 1 ? fmt::format("running {}, ", running) : "", format_duration(elapsed),
                remaining > 0 ? format_duration(eta) : "0m00s");
+    if (record.value("busy_machine", false)) {
+      ++sum.busy;
+      fmt::print("warning: point {} ({}) ran on a busy machine: {}; cpu_share {:.2f}: its timing reflects the load\n",
+                 p.index, p.label, busy_reasons_text(record), record.value("cpu_share", 0.0));
+    }
     std::fflush(stdout);
   };
   auto base_record = [&](const Point& p) {
@@ -407,6 +422,11 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
   }
   fmt::print("{}: {} ok, {} skipped, {} failed{} -> {}\n", s.name, sum.ok, sum.skipped, sum.failed,
              sum.already ? fmt::format(", {} recorded earlier", sum.already) : "", opt.run_dir);
+  if (sum.busy > 0) {
+    fmt::print("warning: {} of the {} points measured here ran on a busy machine (busy_machine in the records, listed "
+               "in report.md); their timings reflect the load, not the code: rerun them on a quiet machine\n",
+               sum.busy, ran);
+  }
   return sum;
 }
 

@@ -37,6 +37,7 @@ struct SweepSummary {
   int64_t ok = 0;
   int64_t skipped = 0;
   int64_t failed = 0;
+  int64_t busy = 0;  // measured points whose record says busy_machine
   int stop_signal = 0;  // a parallel sweep stopped by this signal (SIGINT, SIGTERM, SIGHUP): unfinished points unrecorded
 };
 

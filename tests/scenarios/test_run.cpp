@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "harness/cli/cli.h"
+#include "harness/measure/contention.h"
 #include "harness/measure/device.h"
 #include "harness/scenario/records.h"
 #include "kernels/torch/graph_attention_op.h"
@@ -20,6 +21,30 @@ namespace {
 std::string write(const TempDir& d, const std::string& name, const std::string& text) {
   std::ofstream(d.file(name)) << text;
   return d.file(name);
+}
+
+// A timed point's contention fields: consistent figures over `samples` snapshots of `threads` threads, and a verdict
+// that follows the rule it names.
+void expect_contention(const json& rec, int64_t threads, int64_t samples) {
+  ASSERT_TRUE(rec.contains("contention")) << rec.dump();
+  const json& c = rec["contention"];
+  EXPECT_TRUE(rec["busy_machine"].is_boolean());
+  EXPECT_EQ(rec["busy_machine"].get<bool>(), !rec["busy_reasons"].empty()) << rec.dump();
+  EXPECT_EQ(c["rule"], kBusyRule);
+  EXPECT_EQ(c["threads"], threads);
+  EXPECT_EQ(c["usable_cpus"], cpu_allowance().usable);
+  EXPECT_GE(c["samples"].get<int64_t>(), samples);
+  EXPECT_GT(c["wall_s"].get<double>(), 0.0);
+  EXPECT_GT(c["cpu_s"].get<double>(), 0.0);
+  EXPECT_NEAR(rec["cpu_share"].get<double>(),
+              c["cpu_s"].get<double>() / (c["wall_s"].get<double>() * static_cast<double>(threads)), 1e-9);
+  EXPECT_LE(c["runnable_others"].get<double>(), c["runnable_others_max"].get<double>());
+  // More others than the free cores is busy by rule (1), whatever the other figures say.
+  const int64_t free_cores = std::max<int64_t>(0, cpu_allowance().usable - threads);
+  if (c["runnable_others"].get<double>() > static_cast<double>(free_cores)) {
+    EXPECT_TRUE(rec["busy_machine"].get<bool>()) << rec.dump();
+  }
+  EXPECT_FALSE(rec["omp_wait_policy"].get<std::string>().empty());
 }
 
 
@@ -58,6 +83,7 @@ TEST(Run, AttentionKindMeasuresEveryPoint) {
     EXPECT_GE(rec["peak_bytes"].get<int64_t>(), out_bytes) << rec.dump();
     EXPECT_GT(rec["gemm_fraction"].get<double>(), 0.0);
     EXPECT_EQ(rec["threads_used"], 1);
+    expect_contention(rec, 1, 5);  // at the start, after each of 3 calls, at the end
     // The kernel that ran: the CPU backend for graphs; SDPA (LibTorch >= 2) or the materialised path for dense.
     const std::string backend = rec["attention_backend"].get<std::string>();
     if (rec["attention"] == "dense") {
@@ -90,6 +116,7 @@ TEST(Run, ModelKindForwardAndTrainingStep) {
     EXPECT_GT(rec["peak_bytes"].get<int64_t>(), 0);
     EXPECT_GE(rec["peak_total_bytes"].get<int64_t>(), rec["live_before_bytes"].get<int64_t>());
     EXPECT_EQ(rec["samples_s"].size(), 2u);
+    expect_contention(rec, 1, 4);
     EXPECT_EQ(rec["mode"], &rec == &r.records[0] || &rec == &r.records[2] ? "forward" : "forward_backward");
     EXPECT_EQ(rec["attention_backend"], rec["attention"] == "graph" ? graph_attention_backend(torch::kCPU)
                                                                   : "materialised (relative-position bias)");
@@ -115,6 +142,7 @@ TEST(Run, TrainKindRecordsBpc) {
   EXPECT_GT(rec["test_bpc"].get<double>(), 0.0);
   EXPECT_LT(rec["test_bpc"].get<double>(), 9.0);  // near 8 bits untrained, below it after a few steps
   EXPECT_TRUE(fs::exists(rec["train_dir"].get<std::string>()));
+  expect_contention(rec, 1, 2);  // the whole run: at its start and end, and every 200 ms
 }
 
 TEST(Run, BadScenarioFailsBeforeRunningAnything) {

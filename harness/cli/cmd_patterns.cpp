@@ -173,8 +173,7 @@ int cmd_pattern(const std::vector<std::string>& argv) {
     // Written in place (the path may be a device or pipe), every step checked and its reason reported.
     nlohmann::json doc = graph_export_json(name, params, g);
     if (!reach.is_null()) doc["reach"] = reach;
-    const std::string text = doc.dump() + "
-";
+    const std::string text = doc.dump() + "\n";
     std::FILE* out = std::fopen(path->c_str(), "wb");
     if (!out) throw Error(fmt::format("--export {}: cannot open for writing: {}", *path, std::strerror(errno)));
     const bool wrote = std::fwrite(text.data(), 1, text.size(), out) == text.size() && std::fflush(out) == 0;

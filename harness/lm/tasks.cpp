@@ -12,7 +12,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/text.h"
-#include "harness/dist/process_group.h"
+#include "harness/parallel/process_group.h"
 #include "patterns/pattern.h"
 #include "patterns/reach.h"
 

@@ -13,7 +13,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import TRAIN_TINY, Failure, kill_at_random, run, text_data, write  # noqa: E402
 
-TIMING = {"tokens_per_s", "train_s", "seconds", "time", "wall_s", "timing", "samples_s", "threads_used"}
+TIMING = {"tokens_per_s", "train_s", "seconds", "time", "wall_s", "timing", "samples_s", "threads_used", "cpu_share",
+          "busy_machine", "busy_reasons", "contention"}
 
 
 def strip(v):

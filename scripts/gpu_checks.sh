@@ -32,7 +32,8 @@ sb="$build/harness/sparsebench"
 summary="$work/summary.txt"
 : >"$summary"
 
-pack() { tar -C "$work" -czf "$out/gpu.tgz" . && cp "$summary" "$out/summary.txt"; }
+# Checkpoints never travel: a training run's final one is hundreds of MB, past what comes back from a GPU machine.
+pack() { tar -C "$work" --exclude=checkpoint.pt -czf "$out/gpu.tgz" . && cp "$summary" "$out/summary.txt"; }
 # step NAME SECONDS COMMAND...: runs COMMAND under a time limit, logs to NAME.log, notes the outcome in the summary.
 step() {
   local name=$1 limit=$2
@@ -122,13 +123,11 @@ quality=(--layers 2 --dim 128 --heads 4 --ffn 512 --dropout 0 --context 512 --ba
 paper=(--layers 12 --dim 512 --heads 8 --ffn 2048 --dropout 0)
 quiet=(--device cuda --eval-every 0 --checkpoint-every 0 --no-final-eval --lens-bytes 0 --data "$data" --overwrite)
 if wants train; then
-  # train_run NAME BINARY ARGS...: one training run into $work/train/NAME (result.json and metrics, no checkpoint).
+  # train_run NAME BINARY ARGS...: one training run into $work/train/NAME (packed without its checkpoint).
   train_run() {
     local name=$1 bin=$2
     shift 2
     step "train_$name" 120 "$bin" train "${quiet[@]}" --out "$work/train/$name" "$@"
-    rm -f "$work/train/$name/checkpoint.pt"
-    pack
   }
   # Most wanted first, so a slot that ends early keeps them: the default step (fused AdamW, no host reads inside a
   # step), CUDA graphs, fp32 losses under each update, the paper's model, the profiles; then the per-parameter AdamW
@@ -174,7 +173,6 @@ if wants train_ncu; then
     step ncu_train 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 6000 \
       --launch-count 300 "$sb" train "${quiet[@]}" --out "$work/train/ncu" "${quality[@]}" --pattern bpt --set k=4 \
       --dtype bfloat16 --steps 100 --log-every 50
-    rm -f "$work/train/ncu/checkpoint.pt"
   fi
   pack
 fi

@@ -528,7 +528,21 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   CapturedStep captured;
   torch::Tensor static_batch, static_loss, device_lr;
   bool diverged = false;
-  // Reads the pending losses in order; at the first non-finite one the run stops there, as a per-step read would.
+  // Takes the loss of step `at`: a non-finite one stops the run there; false then.
+  auto take_loss = [&](int64_t at, double v) {
+    last_loss = v;
+    if (std::isfinite(v)) {
+      interval_loss += v;
+      return true;
+    }
+    diverged = true;
+    status = "diverged";
+    step = at - 1;  // the steps after it (enqueued before the read) do not count
+    if (!cfg.quiet) fmt::print("train: step {}: loss is {}, stopping (status diverged)\n", at, v);
+    log_record({{"kind", "diverged"}, {"step", at}, {"loss", v}});
+    return false;
+  };
+  // Reads the pending losses in one copy and takes them in order, as per-step reads would.
   auto read_pending = [&] {
     if (pending.empty()) return;
     std::vector<torch::Tensor> values;
@@ -536,18 +550,7 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
     const torch::Tensor host = torch::stack(values).cpu();
     const double* v = host.data_ptr<double>();
     for (size_t i = 0; i < pending.size(); ++i) {
-      const int64_t at = pending[i].first;
-      if (!std::isfinite(v[i])) {
-        diverged = true;
-        status = "diverged";
-        last_loss = v[i];
-        step = at - 1;  // the steps after it (enqueued before the read) do not count
-        if (!cfg.quiet) fmt::print("train: step {}: loss is {}, stopping (status diverged)\n", at, v[i]);
-        log_record({{"kind", "diverged"}, {"step", at}, {"loss", v[i]}});
-        break;
-      }
-      last_loss = v[i];
-      interval_loss += v[i];
+      if (!take_loss(pending[i].first, v[i])) break;
     }
     pending.clear();
   };
@@ -624,10 +627,10 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
         loss_v = loss_sum.item<double>() / world;
       }
       t3c = now_s();
-      pending.emplace_back(step + 1, defer_reads ? loss.detach() : torch::full({}, loss_v, torch::kFloat64));
-      if (!defer_reads) {
-        read_pending();
-        if (diverged) break;
+      if (defer_reads) {
+        pending.emplace_back(step + 1, loss.detach());
+      } else if (!take_loss(step + 1, loss_v)) {
+        break;
       }
       // After the all-reduce every rank holds the same gradients, so all take the same skip decision.
       if (loss_scale.unscale_and_check(model->parameters())) {

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "harness/lm/tasks.h"
 #include "harness/lm/trainer.h"
+#include "tests/scenarios/error_of.h"
 #include "tests/scenarios/temp_dir.h"
 
 namespace {
@@ -33,14 +34,7 @@ std::string fresh_dir(const std::string& name) {
   return p.string();
 }
 
-std::string error_of(const sb::TrainConfig& c) {
-  try {
-    sb::train(c);
-  } catch (const sb::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const sb::TrainConfig& c) { return sb::test::error_of([&] { sb::train(c); }); }
 
 TEST(Tasks, RowsDependOnSeedSplitStepAndRowOnly) {
   const sb::TaskSpec s = sb::task_spec(task_config({{"task", "mqar"}}));

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
+#include "tests/scenarios/error_of.h"
 #include "tests/scenarios/temp_dir.h"  // remove_tree: fs::remove_all segfaulted with the pip LibTorch
 
 namespace {
@@ -64,14 +65,7 @@ std::vector<json> read_metrics(const std::string& dir, const std::string& kind) 
   return out;
 }
 
-std::string error_of(const sb::TrainConfig& c) {
-  try {
-    sb::train(c);
-  } catch (const sb::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const sb::TrainConfig& c) { return sb::test::error_of([&] { sb::train(c); }); }
 
 TEST(TrainOptions, ParsesAndNamesBadValues) {
   auto c = sb::train_config_from_options({{"pattern", "window"}, {"set", "w=8"}, {"lr", "3e-4"}, {"post-norm", "1"},

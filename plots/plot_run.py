@@ -337,9 +337,7 @@ def plot_task_distance(tgroups, out_dir, written):
         ax.set_title(f"{key[0]}, context {key[1]}: bands = beyond reach ({gs[0]['layers']} layers)\n{params}",
                      fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-    for ax in axes[len(keys):]:
-        ax.set_visible(False)
-    shared_legend(fig, axes[:len(keys)])
+    shared_legend(fig, axes)  # panels() already hid the grid's unused axes
     save(fig, out_dir, "task_accuracy_vs_distance", written)
 
 
@@ -363,9 +361,7 @@ def plot_task_length(tgroups, out_dir, written):
         ax.set_ylabel("test accuracy on answers")
         ax.set_title(task, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-    for ax in axes[len(tasks):]:
-        ax.set_visible(False)
-    shared_legend(fig, axes[:len(tasks)])
+    shared_legend(fig, axes)  # panels() already hid the grid's unused axes
     save(fig, out_dir, "task_accuracy_vs_length", written)
 
 

@@ -111,6 +111,10 @@ TEST(Contention, BusyRule) {
   EXPECT_TRUE(c.busy);
   ASSERT_EQ(c.reasons.size(), 1u);
   EXPECT_NE(c.reasons[0].find("other runnable"), std::string::npos) << c.reasons[0];
+  c.cpu_share = 0.95;  // ... while our threads ran the whole region: they lost nothing to it (seen on a quiet machine)
+  sb::judge_contention(c);
+  EXPECT_FALSE(c.busy);
+  c.cpu_share = 0.3;
   c.threads = 1;  // one thread leaves a core free for it
   sb::judge_contention(c);
   EXPECT_FALSE(c.busy);
@@ -123,6 +127,25 @@ TEST(Contention, BusyRule) {
   c.runnable_others = 1, c.runnable_others_max = 1;  // one other task beside our one thread, and we waited for it
   sb::judge_contention(c);
   EXPECT_EQ(c.reasons.size(), 2u);
+  c.cpu_share = 0.97;  // ... but the thread ran the whole region: its waits were not lost to the other task
+  sb::judge_contention(c);
+  ASSERT_EQ(c.reasons.size(), 1u);
+  EXPECT_NE(c.reasons[0].find("steal"), std::string::npos) << c.reasons[0];
+  // A quiet machine's short calls (results/busy_machine/cpu-2core-idle): 2 threads on 2 cores that waited 57% of the
+  // time behind each other while kept busy, one other task seen in one sample of nine: not busy.
+  sb::Contention q;
+  q.threads = 2, q.usable_cpus = 2, q.samples = 9, q.runnable_others = 0, q.runnable_others_max = 1;
+  q.run_wait_share = 0.57, q.steal_share = 0, q.cpu_share = 1.07;
+  sb::judge_contention(q);
+  EXPECT_FALSE(q.busy) << q.reasons.front();
+  q.cpu_share = 0.75;  // a serial part lowers the share, but nobody else was runnable in most samples
+  sb::judge_contention(q);
+  EXPECT_FALSE(q.busy) << q.reasons.front();
+  q.threads = 1, q.runnable_others = 1;  // one free core, one other task in most samples, and we waited for it
+  sb::judge_contention(q);
+  ASSERT_EQ(q.reasons.size(), 1u);
+  EXPECT_NE(q.reasons[0].find("waited for a CPU"), std::string::npos) << q.reasons[0];
+  c.cpu_share = 0.3;
   c.run_wait_share = -1, c.steal_share = -1;  // unknown: not judged
   c.threads = 3;
   c.runnable_others = 0;

@@ -20,11 +20,14 @@ t, frac = {}, {}
 for v in ("old", "new"):
     for f in sorted(glob.glob(f"{d}/{v}-r*.json")):
         for b in json.load(open(f))["benchmarks"]:
-            if b.get("run_type") != "iteration" or not b["run_name"].startswith(("fwd/", "fwdbwd/")):
+            if b.get("run_type") != "iteration" or b.get("error_occurred") or \
+                    not b["run_name"].startswith(("fwd/", "fwdbwd/")):  # skipped points carry an error
                 continue
             name = b["run_name"].split("/min_time")[0]
             t.setdefault((v, name), []).append(b["real_time"])
-            frac.setdefault((v, name), []).append(b["gemm_fraction"])
+            if "gemm_fraction" in b:  # absent where a build's benchmark does not count it
+                frac.setdefault((v, name), []).append(b["gemm_fraction"])
+fr = lambda v, n: f"{st.median(frac[(v, n)]):.2f}" if frac.get((v, n)) else "n/a"
 names = sorted({n for _, n in t}, key=lambda n: (n.split("/")[1], n.split("/")[0]))
 print("| case | old ms (median, range) | new ms (median, range) | new/old median | new/old min | GEMM fraction old -> new (median) |")
 print("|---|---:|---:|---:|---:|---:|")
@@ -32,5 +35,5 @@ for n in names:
     o, w = t[("old", n)], t[("new", n)]
     print(f"| {n} | {st.median(o):.1f} ({min(o):.1f}-{max(o):.1f}) | {st.median(w):.1f} ({min(w):.1f}-{max(w):.1f}) | "
           f"{st.median(w) / st.median(o):.3f} | {min(w) / min(o):.3f} | "
-          f"{st.median(frac[('old', n)]):.2f} -> {st.median(frac[('new', n)]):.2f} |")
+          f"{fr('old', n)} -> {fr('new', n)} |")
 PY

@@ -46,4 +46,13 @@ void parse_param_assignment(const std::string& text, Params& params);
 // Checks n and causal support, resolves parameters, builds and returns the graph.
 Graph build_pattern(const std::string& name, int64_t n, bool causal, const Params& given = {});
 
+// build_pattern through a store of this process's graphs, keyed by (pattern, n, causal, resolved parameters): a
+// scenario's expansion, its runner, the model and the reach table share one build of each graph. The most recently
+// used graphs are kept up to a byte budget (kGraphStoreBytes); an evicted graph is built again when asked for.
+constexpr int64_t kGraphStoreBytes = int64_t{256} << 20;
+std::shared_ptr<const Graph> shared_pattern_graph(const std::string& name, int64_t n, bool causal,
+                                                  const Params& given = {});
+// Graphs build_pattern has built in this process (records show how many a point built).
+int64_t pattern_graph_builds();
+
 }  // namespace sb

@@ -1,4 +1,8 @@
 // The pattern registry: one registration line per pattern, plus parameter resolution and checked building.
+#include <atomic>
+#include <list>
+#include <mutex>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,6 +12,10 @@
 #include "patterns/patterns.h"
 
 namespace sb {
+
+namespace {
+std::atomic<int64_t> g_graph_builds{0};
+}  // namespace
 
 // The registration list: one X(name) line per pattern, defined by make_name_pattern() in patterns/name.cpp.
 #define SB_PATTERN_LIST(X) \
@@ -98,7 +106,39 @@ Graph build_pattern(const std::string& name, int64_t n, bool causal, const Param
   if (causal && !pattern.supports_causal()) {
     throw Error(fmt::format("pattern {} has no causal form; drop --causal or pick another pattern", name));
   }
+  g_graph_builds.fetch_add(1, std::memory_order_relaxed);
   return pattern.build(n, causal, resolve_params(pattern, given));
 }
+
+std::shared_ptr<const Graph> shared_pattern_graph(const std::string& name, int64_t n, bool causal,
+                                                  const Params& given) {
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const Graph> graph;
+    int64_t bytes = 0;
+  };
+  static std::mutex mutex;
+  static std::list<Entry> store;  // most recently used first
+  static int64_t held = 0;
+  const Params resolved = resolve_params(find_pattern(name), given);
+  std::string key = fmt::format("{}|{}|{}|", name, n, causal ? 1 : 0);
+  for (const auto& [k, v] : resolved) key += fmt::format("{}={};", k, v);
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = store.begin(); it != store.end(); ++it) {
+    if (it->key != key) continue;
+    store.splice(store.begin(), store, it);
+    return store.front().graph;
+  }
+  auto graph = std::make_shared<const Graph>(build_pattern(name, n, causal, resolved));
+  store.push_front({key, graph, graph->bytes()});
+  held += store.front().bytes;
+  while (held > kGraphStoreBytes && store.size() > 1) {  // the newest stays even when alone over the budget
+    held -= store.back().bytes;
+    store.pop_back();
+  }
+  return graph;
+}
+
+int64_t pattern_graph_builds() { return g_graph_builds.load(std::memory_order_relaxed); }
 
 }  // namespace sb

@@ -35,9 +35,9 @@ namespace {
 
 void set_counters(benchmark::State& state, const Scenario& s, const Point& p, double pairs, bool backward,
                   int64_t peak, torch::Device device) {
-  const double flops_per_call = attention_flops(pairs, p.batch, s.attention.heads, s.attention.head_dim, backward);
+  const double flops_per_call = attention_flops(pairs, p.batch(), s.attention.heads, s.attention.head_dim, backward);
   const double gemm = gemm_gflops(device);
-  state.counters["edges_per_s"] = benchmark::Counter(pairs * static_cast<double>(p.batch),
+  state.counters["edges_per_s"] = benchmark::Counter(pairs * static_cast<double>(p.batch()),
                                                      benchmark::Counter::kIsIterationInvariantRate);
   state.counters["gflops"] = benchmark::Counter(flops_per_call / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["gemm_gflops"] = gemm;
@@ -76,7 +76,7 @@ void time_calls(benchmark::State& state, const Scenario& s, const Point& p, torc
   if (c.busy) {
     std::string why;
     for (const std::string& r : c.reasons) why += (why.empty() ? "" : "; ") + r;
-    fmt::print(stderr, "warning: {} n={} {}: busy machine ({}); this timing reflects the load\n", p.label, p.length,
+    fmt::print(stderr, "warning: {} n={} {}: busy machine ({}); this timing reflects the load\n", p.label, p.length(),
                p.mode, why);
   }
   PeakProbe probe(device);
@@ -95,9 +95,9 @@ void bench_point(benchmark::State& state, const Scenario& s, const Point& point)
   // analytic memory and the scenario's budget skip that expand_scenario leaves out.
   Point p = point;
   std::optional<Graph> graph;
-  if (!is_dense_attention(p.attention)) {
+  if (!is_dense_attention(p.attention())) {
     try {
-      graph.emplace(build_pattern(p.pattern, p.length, p.causal, p.params));
+      graph.emplace(build_pattern(p.pattern(), p.length(), p.causal(), p.params()));
     } catch (const Error& err) {
       state.SkipWithError(fmt::format("error: {}", err.what()).c_str());
       return;
@@ -121,18 +121,18 @@ void bench_point(benchmark::State& state, const Scenario& s, const Point& point)
   }
   const torch::Device device = resolve_device(s.device);
   const bool backward = p.mode == "forward_backward";
-  const int64_t b = p.batch, h = s.attention.heads, d = s.attention.head_dim;
+  const int64_t b = p.batch(), h = s.attention.heads, d = s.attention.head_dim;
   const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
   torch::manual_seed(static_cast<uint64_t>(s.seed));
   int64_t peak = 0;
-  if (is_dense_attention(p.attention)) {
+  if (is_dense_attention(p.attention())) {
     // q, k, v, d_o: [B, T, H, D]
-    const torch::Tensor q = torch::randn({b, p.length, h, d}, opts).requires_grad_(backward),
-                        k = torch::randn({b, p.length, h, d}, opts).requires_grad_(backward),
-                        v = torch::randn({b, p.length, h, d}, opts).requires_grad_(backward),
-                        d_o = torch::randn({b, p.length, h, d}, opts);
-    const bool naive = p.attention == "dense_naive";
-    auto dense = [&] { return dense_baseline(q, k, v, p.causal, naive); };
+    const torch::Tensor q = torch::randn({b, p.length(), h, d}, opts).requires_grad_(backward),
+                        k = torch::randn({b, p.length(), h, d}, opts).requires_grad_(backward),
+                        v = torch::randn({b, p.length(), h, d}, opts).requires_grad_(backward),
+                        d_o = torch::randn({b, p.length(), h, d}, opts);
+    const bool naive = p.attention() == "dense_naive";
+    auto dense = [&] { return dense_baseline(q, k, v, p.causal(), naive); };
     auto run = [&] {
       if (!backward) {
         torch::NoGradGuard no_grad;
@@ -142,8 +142,8 @@ void bench_point(benchmark::State& state, const Scenario& s, const Point& point)
       }
     };
     time_calls(state, s, p, device, run, &peak);
-    set_counters(state, s, p, static_cast<double>(p.length) * static_cast<double>(p.length), backward, peak, device);
-    state.SetLabel(fmt::format("backend={}{}", dense_attention_backend(q, k, v, p.causal, naive), busy_label(state)));
+    set_counters(state, s, p, static_cast<double>(p.length()) * static_cast<double>(p.length()), backward, peak, device);
+    state.SetLabel(fmt::format("backend={}{}", dense_attention_backend(q, k, v, p.causal(), naive), busy_label(state)));
     return;
   }
   const Graph& g = *graph;
@@ -176,15 +176,15 @@ void register_kernel_benchmarks(const std::string& scenario_file) {
   benchmark::AddCustomContext("host_large_blocks", MemoryTracker::large_blocks());
   scenarios.push_back(std::make_unique<Scenario>(load_scenario(scenario_file, {})));
   const Scenario& s = *scenarios.back();
-  if (s.kind != "attention") {
-    throw Error(fmt::format("{}: bench kernels needs a scenario of kind \"attention\", got \"{}\"", scenario_file, s.kind));
+  if (s.kind != ScenarioKind::attention) {
+    throw Error(fmt::format("{}: bench kernels needs a scenario of kind \"attention\", got \"{}\"", scenario_file, kind_name(s.kind)));
   }
   // Graphs are built per point as it runs, so a filter waits only for the points it selects.
   expanded.push_back(std::make_unique<std::vector<Point>>(expand_scenario(s, false)));
   for (const Point& p : *expanded.back()) {
     const std::string mode = p.mode == "forward_backward" ? "fwdbwd" : "fwd";
     const std::string name =
-        fmt::format("{}/{}{}/n={}", mode, p.label, p.causal ? "/causal" : "", p.length);
+        fmt::format("{}/{}{}/n={}", mode, p.label, p.causal() ? "/causal" : "", p.length());
     benchmark::RegisterBenchmark(name.c_str(), [&s, &p](benchmark::State& st) { bench_point(st, s, p); })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond)

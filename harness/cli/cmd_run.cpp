@@ -34,13 +34,13 @@ std::string& point_executable() {
 
 // --jobs N|auto for this scenario's kind; timing kinds run one point at a time unless asked otherwise, with a warning.
 int64_t choose_jobs(const Args& args, const Scenario& s, int64_t cpus) {
-  const bool timing = s.kind != "train";
+  const bool timing = s.kind != ScenarioKind::train;
   const std::string given = args.str("jobs", "1");
   if (given == "auto") {
     if (timing) {
       fmt::print("{}: kind {} times its points, so they run one at a time (an explicit --jobs N runs N at once, "
                  "disturbing each other's timings)\n",
-                 s.name, s.kind);
+                 s.name, kind_name(s.kind));
       return 1;
     }
     return cpus;
@@ -50,7 +50,7 @@ int64_t choose_jobs(const Args& args, const Scenario& s, int64_t cpus) {
     fmt::print(stderr,
                "warning: --jobs {}: kind {} times its points, and points run at once disturb each other's timings "
                "and peaks; every record says jobs={}\n",
-               jobs, s.kind, jobs);
+               jobs, kind_name(s.kind), jobs);
   }
   return jobs;
 }
@@ -188,8 +188,9 @@ int cmd_run_point(const std::vector<std::string>& argv) {
   if (args.flag("help") || !args.positional().empty() || !args.has("run-dir") || !args.has("index") ||
       !args.has("id")) {
     fmt::print("usage: sparsebench run-point --run-dir DIR --index I --id POINT_ID [--threads T] [--reuse-from D ...]\n"
-               "  Measures point I of the scenario in DIR/.points/scenario.json and writes its result fields to\n"
-               "  DIR/.points/I.json; `sparsebench run --jobs N` starts one per point and records the result.\n");
+               "  Measures point I of the scenario in DIR/.points/scenario.json, as the sweep handed it over in\n"
+               "  DIR/.points/I.point.json, and writes its result fields to DIR/.points/I.json; `sparsebench run\n"
+               "  --jobs N` starts one per point and records the result.\n");
     return args.flag("help") ? 0 : 2;
   }
   const std::string dir = args.str("run-dir", "");
@@ -209,17 +210,21 @@ int cmd_run_point(const std::vector<std::string>& argv) {
   }
   Scenario s = scenario_from_json(spec["doc"], spec["file"].get<std::string>());
   s.reuse_runs = args.all("reuse-from");
-  const std::vector<Point> points = expand_scenario(s);
-  if (index >= static_cast<int64_t>(points.size()) || points[index].id != id) {
-    throw Error(fmt::format("--index {}: the scenario in {} has no point '{}' there", index, spec_path, id));
+  // The point as the sweep expanded it: no expansion (degree search, graphs for statistics) again here.
+  const std::string handoff_path = point_handoff_path(dir, index);
+  const std::string handoff_text = read_file(handoff_path, &exists);
+  if (!exists) throw Error(fmt::format("{}: not found; run-point runs points of a sweep started by run --jobs", handoff_path));
+  json handoff = parse_json_guarded(handoff_text, handoff_path, false);
+  Point p = point_from_handoff(handoff, handoff_path);
+  if (p.index != index || p.id != id) {
+    throw Error(fmt::format("--index {}: the sweep in {} handed no point '{}' there", index, dir, id));
   }
-  Point p = points[index];
-  p.threads = threads;
   p.config.threads = threads;
+  handoff["config"]["threads"] = threads;
   MemoryTracker::install();
   json record = json::object();
   try {
-    measure_point(s, p, dir, record);
+    measure_handed_point(s, p, dir, handoff["config"], record);
   } catch (const std::exception& e) {
     record["status"] = "failed";
     record["reason"] = e.what();

@@ -1,5 +1,6 @@
 // `sparsebench train`: train a byte-level language model on enwik8 over a causal attention pattern.
 #include <cstdio>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -30,7 +31,8 @@ void print_train_help() {
       "positions, per key-to-query distance where the task has distances, beside the graph's reach.\n\n"
       "Data-parallel: --nproc N starts N local ranks; under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
       "MASTER_PORT) or srun (SLURM_PROCID, SLURM_NTASKS with MASTER_ADDR/MASTER_PORT exported) this process is one\n"
-      "rank. Each rank trains --batch windows of every step; rank 0 writes the run. Process groups: {}.\n\n"
+      "rank. Each rank trains --batch windows of every step; rank 0 writes the run. Process groups: {}.\n"
+      "--config-json FILE takes the whole configuration from FILE (how --nproc hands it to its ranks).\n\n"
       "{}",
       dist_backends_text(), train_options_help());
 }
@@ -46,6 +48,7 @@ int cmd_train(const std::vector<std::string>& args) {
     return 0;
   }
   std::set<std::string> known(train_option_names().begin(), train_option_names().end());
+  known.insert("config-json");
   a.check_known(known);
   if (!a.positional().empty()) throw Error(fmt::format("train: unexpected argument '{}'", a.positional().front()));
   // Pattern parameters ("set") accumulate; every other option takes its last value.
@@ -58,15 +61,22 @@ int cmd_train(const std::vector<std::string>& args) {
       options.emplace_back(name, *a.maybe(name));
     }
   }
-  const TrainConfig cfg = train_config_from_options(options);
+  if (a.has("config-json") && !options.empty()) {
+    throw Error(fmt::format("--config-json takes the whole configuration; drop --{}", options.front().first));
+  }
+  const TrainConfig cfg =
+      a.has("config-json") ? read_rank_config(*a.maybe("config-json")) : train_config_from_options(options);
   const RankLayout layout = rank_layout_from_environment(environment_map());
   if (!layout.distributed() && cfg.nproc > 1) {
-    // The launcher: the ranks are this command again, told their place by torchrun's variables.
+    // The launcher: the ranks are this command again, told their place by torchrun's variables and handed the
+    // recorded config (not flags to parse back).
     std::string why;
     if (!process_group_available(cfg.device, &why)) throw Error(fmt::format("--nproc {}: {}", cfg.nproc, why));
-    std::vector<std::string> argv = {"sparsebench", "train"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return run_local_ranks(argv, static_cast<int>(cfg.nproc));
+    const std::string config_file = write_rank_config(cfg, train_config_json(cfg));
+    const int rc = run_local_ranks({"sparsebench", "train", "--config-json", config_file}, static_cast<int>(cfg.nproc));
+    std::error_code ec;
+    std::filesystem::remove(config_file, ec);
+    return rc;
   }
   nlohmann::json result;
   try {

@@ -110,8 +110,12 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
 }
 
 TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::AdamW& optimizer) {
+  return restore_checkpoint(read_checkpoint(path), path, model, optimizer);
+}
+
+TrainState restore_checkpoint(const CheckpointBody& body, const std::string& path, torch::nn::Module& model,
+                              torch::optim::AdamW& optimizer) {
   using vt = nlohmann::json::value_t;
-  const CheckpointBody body = read_checkpoint(path);
   TrainState state;
   state.step = meta_field(body, "step", vt::number_unsigned, path).get<int64_t>();
   state.train_s = meta_field(body, "train_s", vt::number_float, path).get<double>();

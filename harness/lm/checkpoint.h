@@ -26,5 +26,8 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
 // Restores model, optimizer and the global CPU generator; throws sb::Error naming the file when it is
 // missing, truncated, corrupt or not a checkpoint.
 TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::AdamW& optimizer);
+// The same from a checkpoint already read (read_checkpoint): `path` names it in messages.
+TrainState restore_checkpoint(const CheckpointBody& body, const std::string& path, torch::nn::Module& model,
+                              torch::optim::AdamW& optimizer);
 
 }  // namespace sb

@@ -2,6 +2,7 @@
 #include "harness/lm/config.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -344,12 +345,55 @@ json model_config_json(const ModelConfig& cfg) {
   return out;
 }
 
+namespace {
+std::atomic<int64_t> g_config_serialisations{0};
+}  // namespace
+
+int64_t train_config_serialisations() { return g_config_serialisations.load(std::memory_order_relaxed); }
+
 json train_config_json(const TrainConfig& cfg) {
+  g_config_serialisations.fetch_add(1, std::memory_order_relaxed);
   json out = {{"model", model_config_json(cfg.model)}};
   for (const FieldSpec& f : config_fields()) {
     if (!f.model && f.recorded) out[f.key] = f.get(cfg);
   }
   return out;
+}
+
+json train_settings_json(const TrainConfig& cfg) {
+  json out = json::object();
+  for (const FieldSpec& f : config_fields()) {
+    if (!f.recorded) out[f.key] = f.get(cfg);
+  }
+  return out;
+}
+
+TrainConfig train_config_from_json(const json& config, const json& settings, const std::string& where,
+                                   bool check_ranges) {
+  if (!config.is_object() || !config.contains("model") || !config["model"].is_object()) {
+    throw Error(fmt::format("{}: /config: expected the recorded config, an object with /model", where));
+  }
+  if (!settings.is_object()) throw Error(fmt::format("{}: /settings: expected an object", where));
+  TrainConfig cfg;
+  for (const FieldSpec& f : config_fields()) {
+    const json& from = !f.recorded ? settings : f.model ? config["model"] : config;
+    const std::string at = fmt::format("/{}{}/{}", f.recorded ? "config" : "settings", f.model ? "/model" : "", f.key);
+    if (!from.contains(f.key)) throw Error(fmt::format("{}: {}: missing", where, at));
+    // An empty text is the unset value (no data file, the default distances), which the recorded config keeps.
+    const bool unset_text = f.type == FieldType::text && from[f.key] == "";
+    const std::string problem = unset_text ? std::string() : field_problem(f, from[f.key], '"');
+    if (!problem.empty() && check_ranges) throw Error(fmt::format("{}: {}: {}", where, at, problem));
+    try {
+      f.set(cfg, from[f.key]);
+    } catch (const nlohmann::json::exception&) {
+      throw Error(fmt::format("{}: {}: {}", where, at, problem.empty() ? "wrong type" : problem));
+    }
+  }
+  // The dense baselines record "<attention> (baseline)" for a pattern they do not use (model_config_json).
+  if (is_dense_attention(cfg.model.attention) && cfg.model.pattern == cfg.model.attention + " (baseline)") {
+    cfg.model.pattern = "dense";
+  }
+  return cfg;
 }
 
 }  // namespace sb

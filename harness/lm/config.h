@@ -196,6 +196,15 @@ std::vector<std::pair<std::string, std::string>> train_config_options(const Trai
 
 // The recorded configuration: {"model": {...}, "data": ..., ...} (result.json, checkpoints, training records).
 nlohmann::json train_config_json(const TrainConfig& cfg);
+// The fields a run takes but does not record (resume, overwrite, quiet, stop_after, ...), by JSON key.
+nlohmann::json train_settings_json(const TrainConfig& cfg);
+// A config back from its recorded form and its settings (how a sweep hands a point to a child process and `train
+// --nproc` its config to the ranks); throws sb::Error "WHERE: /config/KEY: ..." naming a missing or bad field.
+// Without check_ranges only the types are checked (a timing point's config may hold values the trainer refuses).
+TrainConfig train_config_from_json(const nlohmann::json& config, const nlohmann::json& settings,
+                                   const std::string& where, bool check_ranges = true);
+// Times this process has serialised a training config (the runner's records show how many times a point did).
+int64_t train_config_serialisations();
 nlohmann::json model_config_json(const ModelConfig& cfg);
 
 }  // namespace sb

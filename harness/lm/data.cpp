@@ -2,6 +2,9 @@
 #include "harness/lm/data.h"
 
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -13,6 +16,18 @@
 #include "common/error.h"
 
 namespace sb {
+
+namespace {
+
+std::atomic<int64_t> g_file_reads{0};
+
+std::string too_short(const std::string& path, int64_t size, int64_t min_bytes) {
+  return fmt::format(
+      "data file '{}' is too short: {} bytes, need at least {} (valid and test, 5% each, must hold a context window)",
+      path, size, min_bytes);
+}
+
+}  // namespace
 
 
 void check_data_file(const std::string& path, int64_t min_bytes) {
@@ -40,9 +55,7 @@ void check_data_file(const std::string& path, int64_t min_bytes) {
     throw Error(fmt::format("data file '{}' is empty", path));
   }
   if (size < min_bytes) {
-    throw Error(fmt::format(
-        "data file '{}' is too short: {} bytes, need at least {} (valid and test, 5% each, must hold a context window)",
-        path, size, min_bytes));
+    throw Error(too_short(path, size, min_bytes));
   }
 }
 
@@ -63,10 +76,9 @@ Enwik8::Enwik8(const std::string& path, int64_t min_bytes) : path_(path) {
   if (got != bytes_.size()) throw Error(fmt::format("data file '{}': read {} of {} bytes", path, got, size));
   if (size == 0) throw Error(fmt::format("data file '{}' is empty", path));
   if (size < min_bytes) {
-    throw Error(fmt::format(
-        "data file '{}' is too short: {} bytes, need at least {} (valid and test, 5% each, must hold a context window)",
-        path, size, min_bytes));
+    throw Error(too_short(path, size, min_bytes));
   }
+  g_file_reads.fetch_add(1, std::memory_order_relaxed);
   sha256_ = sha256_hex(bytes_.data(), bytes_.size());
   // 90/5/5; for the full 10^8-byte file this is the standard [0,90M) / [90M,95M) / [95M,100M).
   const int64_t n = this->size();
@@ -156,5 +168,20 @@ std::vector<EvalWindow> lens_windows(Split split, int64_t history, int64_t c, in
   }
   return out;
 }
+
+std::shared_ptr<const Enwik8> shared_enwik8(const std::string& path, int64_t min_bytes) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const Enwik8>> files;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& held = files[path];
+  if (!held) {
+    held = std::make_shared<const Enwik8>(path, min_bytes);
+  } else if (held->size() < min_bytes) {
+    throw Error(too_short(path, held->size(), min_bytes));
+  }
+  return held;
+}
+
+int64_t enwik8_file_reads() { return g_file_reads.load(std::memory_order_relaxed); }
 
 }  // namespace sb

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -52,6 +53,12 @@ class Enwik8 {
   std::string sha256_;
   Split train_, valid_, test_;
 };
+
+// The file at `path` read and hashed once per process (a sweep's points and their training runs share it); a later
+// call checks min_bytes against it. Throws as Enwik8's constructor does.
+std::shared_ptr<const Enwik8> shared_enwik8(const std::string& path, int64_t min_bytes = 1);
+// Enwik8 files this process has read (the records show how many a point read).
+int64_t enwik8_file_reads();
 
 // Samples `batch` random windows of `length` bytes from `split`; returns [batch, length] int64.
 torch::Tensor sample_windows(const Enwik8& data, Split split, int64_t batch, int64_t length, std::mt19937_64& rng);

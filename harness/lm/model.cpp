@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 #include <torch/version.h>
@@ -36,8 +37,7 @@ LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
     resolved_params_ = resolve_params(pattern, cfg_.pattern_params);
     // The relation vocabulary is the full-context graph's; shorter sequences use a subset of it.
     if (cfg_.positions == "relative") {
-      context_graph_ = std::make_unique<Graph>(build_pattern(cfg_.pattern, cfg_.context, cfg_.causal, resolved_params_));
-      relations_ = context_graph_->relations;
+      relations_ = shared_pattern_graph(cfg_.pattern, cfg_.context, cfg_.causal, resolved_params_)->relations;
     }
   } else {
     if (cfg_.positions == "relative") {
@@ -116,26 +116,28 @@ const SequenceGraph& LanguageModelImpl::sequence_graph(int64_t n) {
   sg.n_tokens = n;
   sg.n_nodes = n;
   if (cfg_.attention == "graph") {
-    // The full-context graph built for the relation vocabulary is used once, not built again.
-    Graph g = n == cfg_.context && context_graph_ ? std::move(*context_graph_)
-                                                  : build_pattern(cfg_.pattern, n, cfg_.causal, resolved_params_);
-    context_graph_.reset();
-    sg.fingerprint = g.fingerprint();
-    sg.n_nodes = g.n_nodes();
-    if (!relations_.empty()) {
+    // The process's one build of this graph (the scenario's expansion and the constructor asked for it too).
+    const std::shared_ptr<const Graph> built = shared_pattern_graph(cfg_.pattern, n, cfg_.causal, resolved_params_);
+    std::optional<Graph> renumbered;
+    if (!relations_.empty() && built->relations != relations_) {
       // Renumber relations into the model's vocabulary (a shorter sequence may use fewer of them).
-      std::vector<uint16_t> remap(g.relations.size());
-      for (size_t r = 0; r < g.relations.size(); ++r) {
-        auto found = relation_ids_.find(g.relations[r]);
+      renumbered = *built;
+      Graph& r = *renumbered;
+      std::vector<uint16_t> remap(r.relations.size());
+      for (size_t i = 0; i < r.relations.size(); ++i) {
+        auto found = relation_ids_.find(r.relations[i]);
         if (found == relation_ids_.end()) {
           throw Error(fmt::format("pattern '{}' at length {} uses relation '{}', absent at the model's context {}",
-                                  cfg_.pattern, n, g.relations[r], cfg_.context));
+                                  cfg_.pattern, n, r.relations[i], cfg_.context));
         }
-        remap[r] = found->second;
+        remap[i] = found->second;
       }
-      for (auto& r : g.rel) r = remap[r];
-      g.relations = relations_;
+      for (auto& id : r.rel) id = remap[id];
+      r.relations = relations_;
     }
+    const Graph& g = renumbered ? *renumbered : *built;
+    sg.fingerprint = built->fingerprint();  // the pattern's graph, before renumbering
+    sg.n_nodes = g.n_nodes();
     // Extra nodes: span nodes start at zero, relay/sentence nodes at the mean of their tokens.
     const int64_t n_extra = sg.n_nodes - n;
     bool any_mean = false;

@@ -75,7 +75,6 @@ class LanguageModelImpl : public torch::nn::Module {
   std::vector<std::string> relations_;
   std::map<std::string, uint16_t> relation_ids_;
   std::map<std::string, SequenceGraph> graphs_;  // cache keyed by "length@device"
-  std::unique_ptr<Graph> context_graph_;         // the full-context graph read for relations, until first used
 
   torch::nn::Embedding embed_{nullptr};
   torch::Tensor pos_emb_;  // [context, dim] (absolute positions)

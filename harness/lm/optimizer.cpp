@@ -122,4 +122,23 @@ void AdamWStepper::fused_step(const torch::Tensor* lr) {
 #endif
 }
 
+std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, double lr, double beta1, double beta2,
+                                                double weight_decay) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& item : model.named_parameters()) {
+    const std::string& name = item.key();
+    const bool is_matrix = item.value().dim() == 2 && name.find("embed") == std::string::npos &&
+                           name.find("rel_emb") == std::string::npos && name.find("pos_emb") == std::string::npos;
+    (is_matrix ? decay : no_decay).push_back(item.value());
+  }
+  auto options = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(lr).betas({beta1, beta2}).weight_decay(wd).eps(1e-8));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, options(weight_decay));
+  groups.emplace_back(no_decay, options(0.0));
+  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(lr));
+}
+
 }  // namespace sb

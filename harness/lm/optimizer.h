@@ -1,6 +1,7 @@
 // The trainer's update: gradient clipping and AdamW without host synchronisation, fused where LibTorch has it.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,6 +21,11 @@ torch::Tensor clip_grad_norm_no_sync(const std::vector<torch::Tensor>& params, d
 //   torch.optim does) and mirrored in the state's integers;
 // - "per_parameter": torch::optim::AdamW::step(), a handful of operators per parameter (the only one in 1.13).
 // The choice: `impl`, else the SB_OPTIMIZER environment variable, else "auto" (fused where available).
+// AdamW over `model`'s parameters in two groups: weight decay on matrices only (not on biases, norms, embeddings or
+// relation tables).
+std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, double lr, double beta1, double beta2,
+                                                double weight_decay);
+
 class AdamWStepper {
  public:
   AdamWStepper(torch::optim::AdamW& optimizer, std::string impl = "");

@@ -319,8 +319,9 @@ json task_reach(const TrainConfig& cfg, const TaskSpec& spec) {
   if (spec.buckets.empty()) return nullptr;
   const int64_t n = spec.context, layers = cfg.model.layers;
   const bool dense = is_dense_attention(cfg.model.attention);
-  Graph g;
-  if (!dense) g = build_pattern(cfg.model.pattern, n, true, cfg.model.pattern_params);
+  // The graph the model trains on: built once in this process, shared with the model.
+  std::shared_ptr<const Graph> g;
+  if (!dense) g = shared_pattern_graph(cfg.model.pattern, n, true, cfg.model.pattern_params);
   const std::vector<int64_t> queries = reach_query_positions(n, 128);
   std::vector<std::vector<int32_t>> hops;  // per sampled query
   for (const int64_t q : queries) {
@@ -329,7 +330,7 @@ json task_reach(const TrainConfig& cfg, const TaskSpec& spec) {
       for (int64_t t = 0; t <= q; ++t) h[static_cast<size_t>(t)] = t == q ? 0 : 1;
       hops.push_back(std::move(h));
     } else {
-      hops.push_back(hops_to(g, q));
+      hops.push_back(hops_to(*g, q));
     }
   }
   json out = json::array();

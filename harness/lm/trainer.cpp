@@ -2,9 +2,11 @@
 #include "harness/lm/trainer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -40,6 +42,9 @@
 #include "harness/lm/optimizer.h"
 #include "harness/measure/threads.h"
 #include "common/config_changes.h"
+#include "common/files.h"
+#include "harness/lm/evaluation.h"
+#include "harness/lm/run_state.h"
 
 namespace sb {
 
@@ -52,11 +57,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Where the run lives, how often it is saved or reports and what it evaluates at the end change nothing it trains:
-// a resume may change them.
-const std::vector<std::string> kUntrainedKeys = {"out_dir", "checkpoint_every", "log_every", "profile", "final_eval",
-                                                 "lens_bytes"};
-
 // Learning rate at optimizer step `step` (1-based): linear warm-up, then cosine decay to lr * min_lr_ratio.
 // With a time budget, progress is the larger of the step and the time fraction.
 double learning_rate(const TrainConfig& cfg, int64_t step, double train_s) {
@@ -66,124 +66,6 @@ double learning_rate(const TrainConfig& cfg, int64_t step, double train_s) {
   progress = std::min(1.0, std::max(0.0, progress));
   const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
   return cfg.lr * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine);
-}
-
-struct EvalResult {
-  double bpc = 0.0;
-  int64_t bytes = 0;
-  double seconds = 0.0;
-};
-
-// Bits per byte of the targets `windows` score, `eval_batch` windows (of one length) per pass. With a process
-// group, rank r scores batches r, r + W, ... and the sums are exchanged (every rank returns the whole total).
-EvalResult score_windows(LanguageModel& model, const Enwik8& data, const std::vector<EvalWindow>& windows,
-                         int64_t eval_batch, ProcessGroup* pg) {
-  const double t0 = now_s();
-  torch::NoGradGuard no_grad;
-  const bool was_training = model->is_training();
-  model->eval();
-  const uint8_t* bytes = data.bytes().data();
-  const auto device = model->parameters().front().device();
-  double nats = 0.0;
-  int64_t scored = 0;
-  const size_t ranks = pg ? static_cast<size_t>(pg->size()) : 1, me = pg ? static_cast<size_t>(pg->rank()) : 0;
-  size_t batch_index = 0;
-  for (size_t first = 0; first < windows.size(); first += static_cast<size_t>(eval_batch), ++batch_index) {
-    if (batch_index % ranks != me) continue;
-    const size_t count = std::min(windows.size() - first, static_cast<size_t>(eval_batch));
-    const int64_t len = windows[first].len;
-    auto inputs = torch::empty({static_cast<int64_t>(count), len}, torch::kInt64);
-    auto targets = torch::empty({static_cast<int64_t>(count), len}, torch::kInt64);
-    auto mask = torch::zeros({static_cast<int64_t>(count), len}, torch::kFloat64);
-    auto in_a = inputs.accessor<int64_t, 2>();
-    auto tg_a = targets.accessor<int64_t, 2>();
-    auto mk_a = mask.accessor<double, 2>();
-    for (size_t w = 0; w < count; ++w) {
-      const EvalWindow& win = windows[first + w];
-      for (int64_t t = 0; t < len; ++t) {
-        in_a[w][t] = bytes[win.start + t];
-        tg_a[w][t] = bytes[win.start + t + 1];
-        mk_a[w][t] = t >= win.score_from ? 1.0 : 0.0;
-      }
-    }
-    auto logits = model->forward(inputs.to(device));  // [b, len, 256]
-    auto logp = torch::log_softmax(logits.to(torch::kFloat64), -1);
-    auto nll = -logp.gather(2, targets.to(device).unsqueeze(2)).squeeze(2).cpu();  // [b, len]
-    nats += (nll * mask).sum().item<double>();
-    scored += static_cast<int64_t>(mask.sum().item<double>());
-  }
-  if (pg) {
-    auto sums = torch::tensor({nats, static_cast<double>(scored)}, torch::kFloat64);
-    pg->all_reduce_sum(sums, "the evaluation sums");
-    nats = sums[0].item<double>();
-    scored = std::llround(sums[1].item<double>());
-  }
-  if (was_training) model->train();
-  EvalResult r;
-  r.bytes = scored;
-  r.bpc = scored ? nats / scored / std::log(2.0) : std::numeric_limits<double>::quiet_NaN();
-  r.seconds = now_s() - t0;
-  return r;
-}
-
-// Bits per byte over a split, each target scored once with at least half a context of history.
-EvalResult evaluate(LanguageModel& model, const Enwik8& data, Split split, int64_t context, int64_t limit,
-                    int64_t eval_batch, ProcessGroup* pg) {
-  return score_windows(model, data, eval_windows(split, context, limit), eval_batch, pg);
-}
-
-// BPC by available context: the same `bytes` valid targets scored with only their last c bytes visible, for c in
-// {16, 64, 256, context}, through the pattern's graph built at length c. The drop from c = 16 to the full context
-// is how much distant context the model uses. Passes keep about eval_batch * context tokens.
-json context_lens(LanguageModel& model, const Enwik8& data, int64_t context, int64_t bytes, int64_t eval_batch,
-                  ProcessGroup* pg, double& seconds) {
-  json out = json::array();
-  for (const int64_t c : {int64_t{16}, int64_t{64}, int64_t{256}, context}) {
-    if (c > context || (!out.empty() && out.back()["context"] == c)) continue;  // a context of 16, 64 or 256 once
-    const auto windows = lens_windows(data.valid(), context, c, bytes);
-    if (windows.empty()) break;
-    const EvalResult r = score_windows(model, data, windows, eval_batch * std::max<int64_t>(1, context / c), pg);
-    out.push_back({{"context", c}, {"bpc", r.bpc}, {"bytes", r.bytes}});
-    seconds += r.seconds;
-  }
-  return out;
-}
-
-// Metrics are records: every line is checked and fsync'd, so a full disk stops the run with a message.
-void append_line(const std::string& path, const json& record) { append_line_durable(path, record.dump()); }
-
-// Keeps only the records of steps <= `step` (a resumed run rewrites what came after its checkpoint).
-void truncate_metrics(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    json r = json::parse(line, nullptr, false);
-    if (r.is_discarded()) continue;  // a line cut short by a crash
-    // The end-of-run lines (final evaluation, context lens) are written again by the resumed run.
-    const std::string kind = r.value("kind", "");
-    if (r.value("step", int64_t{0}) <= step && kind != "final" && kind != "lens") kept += line + '\n';
-  }
-  in.close();
-  write_file_atomic(path, kept);
-}
-
-// A run without --resume starts in a directory holding no earlier run, unless --overwrite replaces it (the
-// old checkpoint and result go first, so nothing of the old run can be mistaken for the new one).
-void start_fresh(const std::string& dir, const std::vector<std::string>& files, bool overwrite) {
-  for (const std::string& f : files) {
-    std::error_code ec;
-    const bool held = fs::exists(f, ec) && (!fs::is_regular_file(f, ec) || fs::file_size(f, ec) > 0);
-    if (!held) continue;
-    if (!overwrite) {
-      throw Error(fmt::format("--out {} already holds a run ({}); pass --resume to continue it, --overwrite to "
-                              "replace it, or choose another --out",
-                              dir, fs::path(f).filename().string()));
-    }
-    fs::remove(f, ec);
-    if (ec) throw Error(fmt::format("--overwrite: cannot remove '{}': {}", f, ec.message()));
-  }
 }
 
 // The --profile split of a step: operator self times by category (forward and backward), the time outside any
@@ -269,37 +151,539 @@ struct DropoutShard {
   ~DropoutShard() { set_dropout_shard(0); }
 };
 
-}  // namespace
+// Training in this process with more than one rank asked for and no launcher around it.
+void refuse_ranks_here(const TrainConfig& cfg, const RankLayout& layout) {
+  if (layout.distributed() || cfg.nproc <= 1) return;
+  throw Error(fmt::format("--nproc {}: this process is one rank; start the ranks with `sparsebench train --nproc {}`, "
+                          "torchrun or srun",
+                          cfg.nproc, cfg.nproc));
+}
 
-json train(const TrainConfig& cfg_in, const RankLayout& layout) {
-  const double t_start = now_s();
-  TrainConfig cfg = cfg_in;
-  const bool lead = layout.rank == 0;
-  const int world = layout.world_size;
-  if (layout.distributed()) {
-    if (cfg.nproc != 1 && cfg.nproc != world) {
-      throw Error(fmt::format("--nproc {} differs from the world size {} of the {}; leave --nproc out there",
-                              cfg.nproc, world, layout.source));
-    }
-    std::string why;
-    if (!process_group_available(cfg.device, &why)) {
-      throw Error(fmt::format("world size {} ({}): {}", world, layout.source, why));
-    }
-    cfg.nproc = world;  // recorded: the ranks that ran, however they were started
-    if (!lead) cfg.quiet = true;
-  } else if (cfg.nproc > 1) {
-    throw Error(fmt::format("--nproc {}: this process is one rank; start the ranks with `sparsebench train --nproc {}`, "
-                            "torchrun or srun",
-                            cfg.nproc, cfg.nproc));
+// Step timings of this process's steps (`timing.this_run` in the result).
+struct StepTimes {
+  double data_s = 0.0, forward_s = 0.0, backward_s = 0.0, allreduce_s = 0.0, optimizer_s = 0.0;
+};
+
+// One training run: the state train() used to keep in locals, with the loop's parts as methods.
+class Training {
+ public:
+  Training(const PreparedTraining& run, const RankLayout& layout);
+  json run();
+
+ private:
+  void prepare_dir_and_model();
+  void restore_or_start();
+  void join_ranks();
+  void print_header() const;
+  void choose_cuda_graphs();
+  torch::Tensor next_batch(TaskBatch& tb);
+  void capture_step(const torch::Tensor& host_batch, double lr);
+  bool eager_step(const torch::Tensor& host_batch, const TaskBatch& tb, double t[4]);
+  bool run_step();
+  bool after_step();
+  void device_sync() const {
+    if (device_.is_cuda()) torch::cuda::synchronize(device_.index() < 0 ? -1 : device_.index());
   }
-  const TaskSpec task = task_spec(cfg);  // a generated task: no data file (refused with one), before anything is written
-  if (!task.active() && cfg.data.empty()) {
+  bool take_loss(int64_t at, double v);
+  void read_pending();
+  void log_progress();
+  double save();
+  json finish();
+  EvalSource eval_source() const { return {cfg_, task_, in_.data.get(), pg_.get()}; }
+  void log(const json& record) const {
+    if (lead_) append_metrics_line(paths_.metrics, record);
+  }
+
+  const double t_start_;
+  const TrainConfig& cfg_;
+  const PreparedTraining& in_;
+  const RankLayout& layout_;
+  const bool lead_;
+  const int world_;
+  const TaskSpec task_;
+  const torch::Device device_;
+  const RunPaths paths_;
+  const torch::Dtype dtype_, compute_;  // of the parameters; of the matmuls and attention
+  std::unique_ptr<ProcessGroup> pg_;
+  std::optional<RunDirLock> out_lock_;  // rank 0's, held until the run ends
+  LanguageModel model_{nullptr};
+  LossScale loss_scale_;
+  OpProfile op_profile_;  // counts only while started, under --profile
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<AdamWStepper> stepper_;
+  std::optional<GradientBuckets> buckets_;
+  RunProgress progress_;
+  json distributed_, graph_info_, provenance_;
+
+  // The loop's state.
+  const double budget_s_;
+  const int64_t window_, tokens_per_step_;
+  std::string status_ = "ok";
+  double eval_s_ = 0.0, checkpoint_s_ = 0.0;
+  StepTimes times_;
+  int64_t steps_this_run_ = 0;
+  bool defer_reads_ = false, sync_sections_ = false, diverged_ = false;
+  std::vector<std::pair<int64_t, torch::Tensor>> pending_;  // (step, loss on the device) not yet read
+  bool want_graphs_ = false;
+  std::string graphs_why_;
+  CapturedStep captured_;
+  torch::Tensor static_batch_, static_loss_, device_lr_;
+  torch::Tensor last_batch_;  // the last step's rows (the progress record's digest)
+  double last_lr_ = 0.0;
+};
+
+Training::Training(const PreparedTraining& run, const RankLayout& layout)
+    : t_start_(now_s()),
+      cfg_(run.cfg),
+      in_(run),
+      layout_(layout),
+      lead_(layout.rank == 0),
+      world_(layout.world_size),
+      task_(task_spec(run.cfg)),  // a generated task: no data file (refused with one), before anything is written
+      device_(run.device),
+      paths_(run.cfg.out_dir),
+      dtype_(precision_of(run.cfg.dtype).params),
+      compute_(precision_of(run.cfg.dtype).compute),
+      loss_scale_(compute_ == torch::kFloat16),
+      budget_s_(run.cfg.minutes * 60.0),
+      window_(run.cfg.model.context + 1),
+      tokens_per_step_(run.cfg.batch * layout.world_size * run.cfg.model.context) {
+  if (!task_.active() && !in_.data) {
     throw Error(
         "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use "
         "the 4 MB prefix shared/data/enwik8-head.bin), or --task NAME for a generated task");
   }
-  validate_model_config(cfg.model);  // option ranges were checked where the config was read (CLI, scenario)
-  check_training_memory(cfg, layout.local_world_size);
+  MemoryTracker::install();  // large blocks kept for reuse, as in `run` and `bench` (host_large_blocks)
+  if (layout.distributed()) {
+    pg_ = std::make_unique<ProcessGroup>(layout, device_,
+                                         std::chrono::milliseconds(static_cast<int64_t>(cfg_.dist_timeout * 1000.0)));
+  }
+}
+
+void Training::prepare_dir_and_model() {
+  // Only rank 0 writes; the others wait for its verdict on --out.
+  on_all_ranks(pg_.get(), "preparing --out", [&] {
+    if (lead_) prepare_run_dir(cfg_, paths_, out_lock_);
+  });
+  // Paired runs: weights from per-parameter streams of the seed, and the dropout stream started after the model
+  // exists, so every pattern trained with one seed starts from the same shared weights and masks.
+  model_ = LanguageModel(cfg_.model);
+  model_->reset_parameters(static_cast<uint64_t>(cfg_.seed));
+  torch::manual_seed(cfg_.seed);
+  model_->to(device_, dtype_);
+  model_->set_compute_dtype(compute_);
+  model_->train();
+  optimizer_ = make_adamw(*model_, cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.weight_decay);
+  stepper_ = std::make_unique<AdamWStepper>(*optimizer_);  // fused where LibTorch has it (SB_OPTIMIZER chooses)
+}
+
+void Training::restore_or_start() {
+  progress_.rng.seed(static_cast<std::mt19937_64::result_type>(cfg_.seed));
+  if (!cfg_.resume) return;
+  // Every rank loads rank 0's checkpoint (--out must be shared between machines); the runner hands over the one it
+  // read for its resume decision.
+  on_all_ranks(pg_.get(), "loading the checkpoint", [&] {
+    const std::shared_ptr<const CheckpointBody> body = in_.checkpoint ? in_.checkpoint : read_resume_checkpoint(paths_);
+    restore_run(*body, paths_, cfg_, in_.config, lead_, *model_, *optimizer_, progress_, loss_scale_);
+  });
+}
+
+void Training::join_ranks() {
+  // Every rank starts from rank 0's weights (the seed makes them equal; this makes it certain), and the ranks are
+  // recorded.
+  json ranks = json::array();
+  const json me = {{"rank", layout_.rank}, {"local_rank", layout_.local_rank}, {"host", host_name()},
+                   {"threads", in_.threads}, {"device", device_name(device_)}};
+  if (pg_) {
+    std::vector<torch::Tensor> weights;
+    for (const auto& p : model_->parameters()) weights.push_back(p.detach());
+    pg_->broadcast(weights, 0, "the initial weight broadcast");
+    for (const std::string& r : pg_->all_gather_text("rank_info", me.dump())) ranks.push_back(json::parse(r));
+    buckets_.emplace(model_->parameters());
+  } else {
+    ranks.push_back(me);
+  }
+  distributed_ = {{"world_size", world_},
+                  {"backend", pg_ ? pg_->backend() : "none"},
+                  {"launch", layout_.source},
+                  {"bucket_count", buckets_ ? buckets_->count() : 0},
+                  {"ranks", ranks}};
+  const auto& sg = model_->sequence_graph(cfg_.model.context);
+  const int64_t n_edges = sg.graph.col.defined() ? sg.graph.col.numel() : sg.n_tokens * (sg.n_tokens + 1) / 2;
+  graph_info_ = {{"n_tokens", sg.n_tokens}, {"n_nodes", sg.n_nodes}, {"n_edges", n_edges}, {"fingerprint", sg.fingerprint}};
+  provenance_ = task_.active() ? task_json(task_) : in_.data->provenance();
+}
+
+void Training::print_header() const {
+  if (cfg_.quiet) return;
+  const json& g = graph_info_;
+  fmt::print("train: {} parameters, pattern {} {} ({} nodes, {} edges at context {}), {}, {} threads\n",
+             model_->parameter_count(), in_.config["model"]["pattern"].get<std::string>(),
+             json(model_->resolved_params()).dump(), g["n_nodes"].get<int64_t>(), g["n_edges"].get<int64_t>(),
+             cfg_.model.context, cfg_.dtype, in_.threads);
+  if (pg_) {
+    fmt::print("train: {} ranks over {} ({}), {} windows per rank, {} per step\n", world_, pg_->backend(),
+               layout_.source, cfg_.batch, cfg_.batch * world_);
+  }
+  if (task_.active()) {
+    fmt::print("train: task {} (chance {:.4f}), scored on answer positions\n", provenance_.dump(), task_chance(task_));
+  } else {
+    const Enwik8& data = *in_.data;
+    fmt::print("train: data {} ({} bytes, sha256 {}), split train {} / valid {} / test {}\n", data.path(), data.size(),
+               data.sha256(), data.train().size(), data.valid().size(), data.test().size());
+  }
+  if (progress_.step > 0) fmt::print("train: resumed from {} at step {}\n", paths_.checkpoint, progress_.step);
+  std::fflush(stdout);
+}
+
+// On CUDA in one process a step enqueues its work and returns: its loss stays on the device until a log, eval or
+// checkpoint step (or the last) reads the pending losses at once, so the host never waits inside a step. With
+// ranks (the loss is all-reduced with the gradients) or on the CPU every step is read at once. SB_DEFER_LOSS_READS=1
+// defers on the CPU too, so the tests cover this path without a GPU. SB_CUDA_GRAPHS=1: after kCaptureAfter steps of
+// this process, the step (forward, backward, clipping, fused AdamW) is captured once as a CUDA graph and replayed
+// with the batch and learning rate in device tensors. Where it cannot be, the reason is recorded.
+void Training::choose_cuda_graphs() {
+  const char* defer_env = std::getenv("SB_DEFER_LOSS_READS");
+  defer_reads_ = !pg_ && (device_.is_cuda() || (defer_env && std::string(defer_env) == "1"));
+  sync_sections_ = cfg_.profile && device_.is_cuda();  // sections end when their kernels have run
+  const char* graphs_env = std::getenv("SB_CUDA_GRAPHS");
+  want_graphs_ = graphs_env && std::string(graphs_env) == "1";
+  if (!want_graphs_) return;
+  if (!device_.is_cuda()) graphs_why_ = "CUDA graphs need --device cuda";
+  else if (pg_) graphs_why_ = "not with data-parallel ranks (the gradient exchange runs on the host)";
+  else if (loss_scale_.enabled) graphs_why_ = "not with float16 loss scaling (its skip decision is read on the host)";
+  else if (cfg_.profile) graphs_why_ = "not under --profile (its sections synchronise)";
+  else if (cfg_.model.dropout > 0) graphs_why_ = "not with dropout (its masks are seeded from the host each step)";
+  else if (stepper_->name() != "fused") graphs_why_ = "needs the fused AdamW (its learning rate as a device tensor)";
+  else if (task_.active()) graphs_why_ = "not with a generated task (its answer positions change each step)";
+  else if (!CapturedStep::available()) graphs_why_ = "this build's LibTorch has no CUDA graphs";
+}
+
+torch::Tensor Training::next_batch(TaskBatch& tb) {
+  // A task's step is a function of (seed, step): nothing to restore at a resume.
+  if (task_.active()) {
+    tb = task_batch(task_, cfg_.seed, TaskSplit::train, progress_.step, cfg_.batch * world_,
+                    layout_.rank * cfg_.batch, cfg_.batch);
+    return tb.tokens;
+  }
+  return sample_windows(*in_.data, in_.data->train(), cfg_.batch * world_, window_, progress_.rng,
+                        layout_.rank * cfg_.batch, cfg_.batch);
+}
+
+void Training::capture_step(const torch::Tensor& host_batch, double lr) {
+  // Static inputs and gradients exist before the capture, so every replay reads and writes the same memory.
+  static_batch_ = host_batch.to(device_);
+  device_lr_ = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  const std::vector<torch::Tensor> params = model_->parameters();
+  for (const auto& p : params) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+  }
+  captured_.capture(
+      device_,
+      [&] {
+        for (const auto& p : params) p.grad().zero_();
+        auto logits = model_->forward(static_batch_.slice(1, 0, cfg_.model.context));
+        static_loss_ = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}),
+                                                            static_batch_.slice(1, 1, window_).reshape({-1}));
+        static_loss_.backward();
+        if (cfg_.clip > 0) clip_grad_norm_no_sync(params, cfg_.clip);
+        stepper_->step(device_lr_);
+      },
+      &graphs_why_);
+  if (captured_.ready()) captured_.replay();  // the capture only recorded the step: this runs it
+}
+
+// t: when the forward started, the backward started, the backward ended, the gradient exchange ended. False when
+// the step's loss, read at once, is not finite (the run stops there).
+bool Training::eager_step(const torch::Tensor& host_batch, const TaskBatch& tb, double t[4]) {
+  // Pinned and asynchronous on CUDA: a pageable copy would wait for the device's queue to drain.
+  auto batch = device_.is_cuda() ? host_batch.pin_memory().to(device_, /*non_blocking=*/true) : host_batch.to(device_);
+  auto inputs = batch.slice(1, 0, cfg_.model.context);
+  auto targets = batch.slice(1, 1, window_);
+  if (sync_sections_) device_sync();
+  t[0] = now_s();
+  if (cfg_.profile) op_profile_.start(0);
+  auto logits = model_->forward(inputs);
+  auto loss = task_.active()
+                  ? task_loss(logits, targets, device_.is_cuda() ? tb.answer.pin_memory().to(device_, true) : tb.answer)
+                  : torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
+  double loss_v = defer_reads_ ? 0.0 : loss.item<double>();
+  op_profile_.stop();
+  if (sync_sections_) device_sync();
+  t[1] = now_s();
+  optimizer_->zero_grad();
+  if (cfg_.profile) op_profile_.start(1);
+  if (defer_reads_ || std::isfinite(loss_v)) (loss_scale_.enabled ? loss * loss_scale_.scale : loss).backward();
+  op_profile_.stop();
+  if (sync_sections_) device_sync();
+  t[2] = now_s();
+  if (pg_) {  // the mean gradient and loss over the ranks (equal shares of the global batch), in one exchange
+    auto loss_sum = torch::tensor({loss_v}, torch::kFloat64);
+    buckets_->average(*pg_, {loss_sum});
+    loss_v = loss_sum.item<double>() / world_;
+  }
+  t[3] = now_s();
+  if (defer_reads_) {
+    pending_.emplace_back(progress_.step + 1, loss.detach());
+  } else if (!take_loss(progress_.step + 1, loss_v)) {
+    return false;
+  }
+  // After the all-reduce every rank holds the same gradients, so all take the same skip decision.
+  if (loss_scale_.unscale_and_check(model_->parameters())) {
+    if (cfg_.clip > 0) clip_grad_norm_no_sync(model_->parameters(), cfg_.clip);
+    stepper_->step();
+  } else {
+    log({{"kind", "skipped"}, {"step", progress_.step + 1}, {"loss_scale", loss_scale_.scale}});
+  }
+  return true;
+}
+
+// Takes the loss of step `at`: a non-finite one stops the run there; false then.
+bool Training::take_loss(int64_t at, double v) {
+  progress_.last_loss = v;
+  if (std::isfinite(v)) {
+    progress_.interval_loss += v;
+    return true;
+  }
+  diverged_ = true;
+  status_ = "diverged";
+  progress_.step = at - 1;  // the steps after it (enqueued before the read) do not count
+  if (!cfg_.quiet) fmt::print("train: step {}: loss is {}, stopping (status diverged)\n", at, v);
+  log({{"kind", "diverged"}, {"step", at}, {"loss", v}});
+  return false;
+}
+
+// Reads the pending losses in one copy and takes them in order, as per-step reads would.
+void Training::read_pending() {
+  if (pending_.empty()) return;
+  std::vector<torch::Tensor> values;
+  for (auto& [s, l] : pending_) values.push_back(l.to(torch::kFloat64).reshape({}));
+  const torch::Tensor host = torch::stack(values).cpu();
+  const double* v = host.data_ptr<double>();
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (!take_loss(pending_[i].first, v[i])) break;
+  }
+  pending_.clear();
+}
+
+// One optimizer step, timed; false when the run stops inside it.
+bool Training::run_step() {
+  constexpr int64_t kCaptureAfter = 3;
+  const double t0 = now_s();
+  const double lr = learning_rate(cfg_, progress_.step + 1, progress_.train_s);
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  TaskBatch tb;
+  const torch::Tensor host_batch = next_batch(tb);
+  if (want_graphs_ && graphs_why_.empty() && !captured_.ready() && steps_this_run_ >= kCaptureAfter) {
+    capture_step(host_batch, lr);
+  } else if (captured_.ready()) {
+    static_batch_.copy_(host_batch.pin_memory(), /*non_blocking=*/true);
+    device_lr_.fill_(lr);
+    captured_.replay();
+    stepper_->advance_host_steps();
+  }
+  double t[4];
+  if (captured_.ready()) {  // forward, backward and the update ran in the graph
+    pending_.emplace_back(progress_.step + 1, static_loss_.detach().clone());
+    t[0] = t[1] = t[2] = t[3] = now_s();
+  } else if (!eager_step(host_batch, tb, t)) {
+    return false;
+  }
+  if (sync_sections_) device_sync();
+  const double t4 = now_s();
+  times_.allreduce_s += t[3] - t[2];
+  times_.data_s += t[0] - t0, times_.forward_s += t[1] - t[0], times_.backward_s += t[2] - t[1];
+  times_.optimizer_s += t4 - t[3];
+  progress_.train_s += t4 - t0;
+  if (pg_ && budget_s_ > 0) {  // the time budget is rank 0's clock, so every rank stops at the same step
+    std::vector<torch::Tensor> clock{torch::tensor({progress_.train_s}, torch::kFloat64)};
+    pg_->broadcast(clock, 0, "the training-time broadcast");
+    progress_.train_s = clock[0].item<double>();
+  }
+  ++progress_.step;
+  ++steps_this_run_;
+  progress_.interval_train_s += t4 - t0;
+  ++progress_.interval_steps;
+  last_batch_ = host_batch;
+  last_lr_ = lr;
+  return true;
+}
+
+// Reads, logs, evaluates and saves where the step just done calls for it; false when the run stops here.
+bool Training::after_step() {
+  const int64_t step = progress_.step;
+  const bool last = step >= cfg_.steps || (budget_s_ > 0 && progress_.train_s >= budget_s_);
+  const bool logs = step % cfg_.log_every == 0 || last;
+  const bool evals_now = cfg_.eval_every > 0 && (step % cfg_.eval_every == 0 || last);
+  const bool saves = cfg_.checkpoint_every > 0 && step % cfg_.checkpoint_every == 0;
+  const bool stops = cfg_.stop_after > 0 && steps_this_run_ >= cfg_.stop_after && !last;
+  if (!pending_.empty() && (logs || evals_now || saves || stops)) {
+    // The wait for the queued steps belongs to the training time of the interval that queued them.
+    const double w0 = now_s();
+    read_pending();
+    const double waited = now_s() - w0;
+    progress_.train_s += waited;
+    progress_.interval_train_s += waited;
+    if (diverged_) return false;
+  }
+  if (logs) log_progress();
+  // The last step is evaluated too, so every learning curve ends where training did (on the same bytes).
+  if (evals_now) {
+    const json rec = evaluate_during_training(model_, eval_source(), step, progress_.train_s, eval_s_);
+    progress_.evals.push_back(rec);
+    log(rec);
+  }
+  if (saves) checkpoint_s_ += save();
+  if (stops) {
+    status_ = "stopped";
+    return false;
+  }
+  return true;
+}
+
+void Training::log_progress() {
+  const double mean_loss = progress_.interval_loss / progress_.interval_steps;
+  const double tps = progress_.interval_steps * tokens_per_step_ / std::max(1e-9, progress_.interval_train_s);
+  const double per_step = progress_.interval_train_s / progress_.interval_steps;
+  double eta = (cfg_.steps - progress_.step) * per_step;
+  if (budget_s_ > 0) eta = std::min(eta, budget_s_ - progress_.train_s);
+  // batch_fnv: a digest of this step's windows (rank 0's rows), so paired runs can be checked to share data.
+  const torch::Tensor rows = last_batch_.contiguous();
+  const bool task = task_.active();
+  log({{"kind", "train"},
+       {"step", progress_.step},
+       {"loss", mean_loss},
+       {task ? "answer_loss" : "bpc", task ? mean_loss : mean_loss / std::log(2.0)},
+       {"lr", last_lr_},
+       {"tokens_per_s", tps},
+       {"train_s", progress_.train_s},
+       {"batch_fnv", fmt::format("{:016x}", fnv1a64(rows.data_ptr(), rows.nbytes()))}});
+  if (!cfg_.quiet) {
+    fmt::print("step {:>6}  loss {:.4f}  {} {:.4f}  lr {:.2e}  {:.0f} tok/s  elapsed {}  eta {}\n", progress_.step,
+               mean_loss, task ? "answer loss" : "bpc", task ? mean_loss : mean_loss / std::log(2.0), last_lr_, tps,
+               format_duration(progress_.train_s), format_duration(eta));
+    std::fflush(stdout);
+  }
+  progress_.interval_loss = progress_.interval_train_s = 0.0;
+  progress_.interval_steps = 0;
+}
+
+double Training::save() {
+  if (!lead_) return 0.0;
+  const double t0 = now_s();
+  save_run(paths_, in_.config, progress_, loss_scale_, *model_, *optimizer_);
+  return now_s() - t0;
+}
+
+// The result record; the end-of-run checkpoint and evaluation; result.json on rank 0.
+json Training::finish() {
+  const torch::Device where = model_->parameters().front().device();
+  const double last_loss = progress_.last_loss;
+  json result = {{"config", in_.config},
+                 {"data", provenance_},
+                 {"graph", graph_info_},
+                 {"parameters", model_->parameter_count()},
+                 {"pattern_params", model_->resolved_params()},
+                 {"steps", progress_.step},
+                 {"status", status_},
+                 {"final_loss", std::isfinite(last_loss) ? json(last_loss) : json(nullptr)},
+                 {"threads", in_.threads},
+                 {"world_size", world_},
+                 {"distributed", distributed_},
+                 {"device", device_name(where)},
+                 {"simd_target", gsa_cpu_target()},  // the CPU kernels' target (SB_CPU_TARGET pins it)
+                 {"host_large_blocks", MemoryTracker::large_blocks()},
+                 {"cpu", cpu_summary()},
+                 {"attention_backend", model_->attention_backend()},
+                 // the linear layers' products: fast_linear's library for float32 on the CPU, else LibTorch's
+                 {"matmul", where.is_cpu() && compute_ == torch::kFloat32 ? matmul_backend() : std::string("libtorch")},
+                 {"precision", {{"parameters", dtype_name(dtype_)}, {"compute", dtype_name(compute_)}}},
+                 {"optimizer", "adamw:" + stepper_->name()},
+                 {"cuda_graphs", want_graphs_ ? (captured_.ready() ? json("captured") : json(graphs_why_)) : json("off")},
+                 {"git_commit", git_commit()},
+                 {"torch_version", libtorch_version()},
+                 {"evals", progress_.evals},
+                 {"resumed_at_steps", progress_.resumes}};
+  if (loss_scale_.enabled) result["precision"]["loss_scale"] = loss_scale_.state();
+  if (!progress_.config_history.empty()) result["config_changes"] = progress_.config_history;
+  if (status_ == "stopped") return result;  // as if killed: the checkpoint is the only trace
+  if (status_ == "ok") checkpoint_s_ += save();
+  if (task_.active()) {  // accuracy on answers, by distance, beside the graph's reach; never a BPC
+    result["task"] = task_json(task_);
+    result["reach"] = task_reach(cfg_, task_);
+  } else {
+    result["valid_bpc"] = nullptr, result["test_bpc"] = nullptr;
+  }
+  if (status_ == "ok" && cfg_.final_eval) {
+    evaluate_at_end(model_, eval_source(), progress_.step, [&](const json& r) { log(r); }, result, eval_s_);
+  }
+  result["tokens_per_s"] = progress_.train_s > 0 ? progress_.step * tokens_per_step_ / progress_.train_s : 0.0;
+  json timing = {{"train_s", progress_.train_s},
+                 {"eval_s", eval_s_},
+                 {"checkpoint_s", checkpoint_s_},
+                 {"total_s", now_s() - t_start_},
+                 {"this_run", {{"steps", steps_this_run_},
+                               {"data_s", times_.data_s},
+                               {"forward_s", times_.forward_s},
+                               {"backward_s", times_.backward_s},
+                               {"allreduce_s", times_.allreduce_s},
+                               {"optimizer_s", times_.optimizer_s}}}};
+  if (cfg_.profile) {
+    timing["profile"] = profile_report(op_profile_, times_.forward_s, times_.backward_s, times_.optimizer_s,
+                                       times_.data_s, steps_this_run_, cfg_.quiet);
+  }
+  result["timing"] = timing;
+  if (lead_) write_file_atomic(paths_.result, result.dump(2) + "\n");
+  return result;
+}
+
+json Training::run() {
+  const DropoutShard dropout_shard(layout_.rank);
+  prepare_dir_and_model();
+  restore_or_start();
+  join_ranks();
+  print_header();
+  choose_cuda_graphs();
+  while (progress_.step < cfg_.steps && !(budget_s_ > 0 && progress_.train_s >= budget_s_)) {
+    if (!run_step() || !after_step()) break;
+  }
+  return finish();
+}
+
+}  // namespace
+
+PreparedTraining prepare_training(const TrainConfig& cfg, torch::Device device, int threads,
+                                  const RankLayout& layout) {
+  PreparedTraining run;
+  run.cfg = cfg;
+  if (layout.distributed()) {
+    if (cfg.nproc != 1 && cfg.nproc != layout.world_size) {
+      throw Error(fmt::format("--nproc {} differs from the world size {} of the {}; leave --nproc out there",
+                              cfg.nproc, layout.world_size, layout.source));
+    }
+    std::string why;
+    if (!process_group_available(cfg.device, &why)) {
+      throw Error(fmt::format("world size {} ({}): {}", layout.world_size, layout.source, why));
+    }
+    run.cfg.nproc = layout.world_size;  // recorded: the ranks that ran, however they were started
+    if (layout.rank != 0) run.cfg.quiet = true;
+  }
+  const TaskSpec task = task_spec(run.cfg);  // a generated task: no data file (refused with one)
+  if (!task.active() && run.cfg.data.empty()) {
+    throw Error(
+        "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use "
+        "the 4 MB prefix shared/data/enwik8-head.bin), or --task NAME for a generated task");
+  }
+  validate_model_config(run.cfg.model);  // option ranges were checked where the config was read (CLI, scenario)
+  check_training_memory(run.cfg, layout.local_world_size);
+  run.device = device;
+  run.threads = threads;
+  if (!task.active()) run.data = shared_enwik8(run.cfg.data, min_data_bytes(run.cfg.model.context));
+  run.config = train_config_json(run.cfg);
+  return run;
+}
+
+PreparedTraining prepare_training(const TrainConfig& cfg, const RankLayout& layout) {
   torch::Device device = resolve_device(cfg.device);  // refuses before anything is written
   if (device.is_cuda() && layout.distributed()) {
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(layout.local_rank % torch::cuda::device_count()));
@@ -308,551 +692,47 @@ json train(const TrainConfig& cfg_in, const RankLayout& layout) {
   if (want_threads == 0 && layout.distributed()) {
     want_threads = std::max<int64_t>(1, cpu_allowance().usable / layout.local_world_size);
   }
-  const int threads = set_cpu_threads(static_cast<int>(want_threads));
-  MemoryTracker::install();  // large blocks kept for reuse, as in `run` and `bench` (host_large_blocks)
-  const auto [dtype, compute] = precision_of(cfg.dtype);  // of the parameters, of the matmuls and attention
-  std::optional<Enwik8> data;
-  if (!task.active()) data.emplace(cfg.data, min_data_bytes(cfg.model.context));
-  std::unique_ptr<ProcessGroup> pg;
-  if (layout.distributed()) {
-    pg = std::make_unique<ProcessGroup>(layout, device,
-                                        std::chrono::milliseconds(static_cast<int64_t>(cfg.dist_timeout * 1000.0)));
-  }
-  const DropoutShard dropout_shard(layout.rank);
-
-  const std::string metrics_path = (fs::path(cfg.out_dir) / "metrics.jsonl").string();
-  const std::string ckpt_path = (fs::path(cfg.out_dir) / "checkpoint.pt").string();
-  const std::string result_path = (fs::path(cfg.out_dir) / "result.json").string();
-
-  // Only rank 0 writes; the others wait for its verdict on --out.
-  std::optional<RunDirLock> out_lock;  // rank 0's, held until train() returns
-  on_all_ranks(pg.get(), "preparing --out", [&] {
-    if (!lead) return;
-    std::error_code ec;
-    fs::create_directories(cfg.out_dir, ec);
-    if (ec) throw Error(fmt::format("--out: cannot create directory '{}': {}", cfg.out_dir, ec.message()));
-    // One writer per run directory, before --resume attaches to a checkpoint or --overwrite replaces anything.
-    out_lock.emplace(cfg.out_dir, "--out");
-    if (cfg.resume && !fs::exists(ckpt_path)) {
-      throw Error(fmt::format("--resume: no checkpoint '{}' to resume from (run without --resume first)", ckpt_path));
-    }
-    if (!cfg.resume) {
-      start_fresh(cfg.out_dir, {metrics_path, ckpt_path, result_path}, cfg.overwrite);
-      write_file_atomic(metrics_path, "");
-    }
-  });
-
-  // Paired runs: weights from per-parameter streams of the seed, and the dropout stream started after the model
-  // exists, so every pattern trained with one seed starts from the same shared weights and masks.
-  LanguageModel model(cfg.model);
-  model->reset_parameters(static_cast<uint64_t>(cfg.seed));
-  torch::manual_seed(cfg.seed);
-  model->to(device, dtype);
-  model->set_compute_dtype(compute);
-  model->train();
-  LossScale loss_scale(compute == torch::kFloat16);
-  OpProfile op_profile;  // counts only while started, under --profile
-
-  // Weight decay on matrices only (not on biases, norms, embeddings or relation tables).
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& item : model->named_parameters()) {
-    const bool is_matrix = item.value().dim() == 2 && item.key().find("embed") == std::string::npos &&
-                           item.key().find("rel_emb") == std::string::npos &&
-                           item.key().find("pos_emb") == std::string::npos;
-    (is_matrix ? decay : no_decay).push_back(item.value());
-  }
-  auto adamw = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).weight_decay(wd).eps(1e-8));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, adamw(cfg.weight_decay));
-  groups.emplace_back(no_decay, adamw(0.0));
-  torch::optim::AdamW optimizer(groups, torch::optim::AdamWOptions(cfg.lr));
-  AdamWStepper stepper(optimizer);  // fused where LibTorch has it (SB_OPTIMIZER chooses)
-
-  std::mt19937_64 rng(cfg.seed);
-  int64_t step = 0;
-  double train_s = 0.0;
-  json evals = json::array();
-  json config_history = json::array();  // settings changed at resumes (--allow-changes)
-  json resumes = json::array();         // the steps this run was resumed at
-  json resumed_state = json::object();  // the checkpoint's running figures (progress line, last loss)
-  const json config = train_config_json(cfg);
-  // Every rank loads rank 0's checkpoint (--out must be shared between machines).
-  if (cfg.resume) on_all_ranks(pg.get(), "loading the checkpoint", [&] {
-    if (!fs::exists(ckpt_path)) {
-      throw Error(fmt::format("--resume: no checkpoint '{}' to resume from (run without --resume first)", ckpt_path));
-    }
-    TrainState st = load_checkpoint(ckpt_path, *model, optimizer);
-    const json saved_config = st.info.value("config", json::object());
-    const json saved_model = saved_config.value("model", json::object());
-    if (saved_model != config["model"]) {
-      throw Error(fmt::format("--resume: checkpoint '{}' was written for a different model: {}", ckpt_path,
-                              describe_changes(config_changes(saved_model, config["model"]))));
-    }
-    const auto changes = config_changes(saved_config, config, kUntrainedKeys);
-    refuse_changes(changes, cfg.allow_changes, "--resume", ckpt_path);
-    config_history = st.info.value("config_changes", json::array());
-    if (!changes.empty()) {
-      config_history.push_back({{"at_step", st.step}, {"previous", saved_config}, {"changed", changes_json(changes)}});
-    }
-    step = st.step;
-    train_s = st.train_s;
-    resumes = st.info.value("resumes", json::array());
-    resumes.push_back(step);
-    std::istringstream rng_text(st.data_rng);
-    rng_text >> rng;
-    if (rng_text.fail()) {
-      throw Error(fmt::format("checkpoint '{}' is damaged (/meta/data_rng is not a random engine state); delete it or "
-                              "drop --resume to start over",
-                              ckpt_path));
-    }
-    evals = st.info.value("evals", json::array());
-    resumed_state = st.info.value("progress", json::object());
-    if (st.info.contains("loss_scale")) loss_scale.restore(st.info["loss_scale"]);
-    if (lead) truncate_metrics(metrics_path, step);
-  });
-
-  // Every rank starts from rank 0's weights (the seed makes them equal; this makes it certain), and the ranks are
-  // recorded.
-  json ranks = json::array();
-  const json me = {{"rank", layout.rank}, {"local_rank", layout.local_rank}, {"host", host_name()},
-                   {"threads", threads}, {"device", device_name(device)}};
-  std::optional<GradientBuckets> buckets;
-  if (pg) {
-    std::vector<torch::Tensor> weights;
-    for (const auto& p : model->parameters()) weights.push_back(p.detach());
-    pg->broadcast(weights, 0, "the initial weight broadcast");
-    for (const std::string& r : pg->all_gather_text("rank_info", me.dump())) ranks.push_back(json::parse(r));
-    buckets.emplace(model->parameters());
-  } else {
-    ranks.push_back(me);
-  }
-  const json distributed = {{"world_size", world},
-                            {"backend", pg ? pg->backend() : "none"},
-                            {"launch", layout.source},
-                            {"bucket_count", buckets ? buckets->count() : 0},
-                            {"ranks", ranks}};
-
-  const auto& sg = model->sequence_graph(cfg.model.context);
-  const int64_t n_edges = sg.graph.col.defined() ? sg.graph.col.numel() : sg.n_tokens * (sg.n_tokens + 1) / 2;
-  json graph_info = {{"n_tokens", sg.n_tokens}, {"n_nodes", sg.n_nodes}, {"n_edges", n_edges},
-                     {"fingerprint", sg.fingerprint}};
-  json provenance = task.active() ? task_json(task) : data->provenance();
-  if (!cfg.quiet) {
-    fmt::print("train: {} parameters, pattern {} {} ({} nodes, {} edges at context {}), {}, {} threads\n",
-               model->parameter_count(), config["model"]["pattern"].get<std::string>(),
-               json(model->resolved_params()).dump(), sg.n_nodes, n_edges, cfg.model.context, cfg.dtype, threads);
-    if (pg) {
-      fmt::print("train: {} ranks over {} ({}), {} windows per rank, {} per step\n", world, pg->backend(),
-                 layout.source, cfg.batch, cfg.batch * world);
-    }
-    if (task.active()) {
-      fmt::print("train: task {} (chance {:.4f}), scored on answer positions\n", provenance.dump(), task_chance(task));
-    } else {
-      fmt::print("train: data {} ({} bytes, sha256 {}), split train {} / valid {} / test {}\n", data->path(),
-                 data->size(), data->sha256(), data->train().size(), data->valid().size(), data->test().size());
-    }
-    if (step > 0) fmt::print("train: resumed from {} at step {}\n", ckpt_path, step);
-    std::fflush(stdout);
-  }
-
-  double interval_loss = resumed_state.value("interval_loss", 0.0);
-  double interval_train_s = resumed_state.value("interval_train_s", 0.0);
-  int64_t interval_steps = resumed_state.value("interval_steps", int64_t{0});
-  const json saved_loss = resumed_state.value("last_loss", json(nullptr));
-  double last_loss = saved_loss.is_number() ? saved_loss.get<double>() : std::numeric_limits<double>::quiet_NaN();
-
-  auto save = [&]() {
-    if (!lead) return 0.0;
-    const double t0 = now_s();
-    TrainState st;
-    st.step = step;
-    st.train_s = train_s;
-    std::ostringstream r;
-    r << rng;
-    st.data_rng = r.str();
-    // The progress line's running sums, so the first line after a resume covers the same steps as without it.
-    st.info = {{"config", config},
-               {"evals", evals},
-               {"config_changes", config_history},
-               {"resumes", resumes},
-               {"progress", {{"interval_loss", interval_loss},
-                             {"interval_train_s", interval_train_s},
-                             {"interval_steps", interval_steps},
-                             {"last_loss", std::isfinite(last_loss) ? json(last_loss) : json(nullptr)}}}};
-    if (loss_scale.enabled) st.info["loss_scale"] = loss_scale.state();
-    save_checkpoint(ckpt_path, *model, optimizer, st);
-    return now_s() - t0;
-  };
-
-  const double budget_s = cfg.minutes * 60.0;
-  const int64_t window = cfg.model.context + 1;
-  const int64_t tokens_per_step = cfg.batch * world * cfg.model.context;
-  std::string status = "ok";
-  double eval_s = 0.0, checkpoint_s = 0.0;
-  double fwd_s = 0.0, bwd_s = 0.0, opt_s = 0.0, data_s = 0.0, comm_s = 0.0;
-  auto log_record = [&](const json& record) {
-    if (lead) append_line(metrics_path, record);
-  };
-  int64_t steps_this_run = 0;
-  // On CUDA in one process a step enqueues its work and returns: its loss stays on the device until a log, eval or
-  // checkpoint step (or the last) reads the pending losses at once, so the host never waits inside a step. With
-  // ranks (the loss is all-reduced with the gradients) or on the CPU every step is read at once, as before.
-  // SB_DEFER_LOSS_READS=1 defers on the CPU too, so the tests cover this path without a GPU.
-  const char* defer_env = std::getenv("SB_DEFER_LOSS_READS");
-  const bool defer_reads = !pg && (device.is_cuda() || (defer_env && std::string(defer_env) == "1"));
-  const bool sync_sections = cfg.profile && device.is_cuda();  // sections end when their kernels have run
-  auto device_sync = [&] {
-    if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
-  };
-  std::vector<std::pair<int64_t, torch::Tensor>> pending;  // (step, loss on the device) not yet read
-  // SB_CUDA_GRAPHS=1: after kCaptureAfter steps of this process, the step (forward, backward, clipping, fused AdamW)
-  // is captured once as a CUDA graph and replayed with the batch and learning rate in device tensors. Where it
-  // cannot be, the reason is recorded and the steps run as before.
-  constexpr int64_t kCaptureAfter = 3;
-  const char* graphs_env = std::getenv("SB_CUDA_GRAPHS");
-  const bool want_graphs = graphs_env && std::string(graphs_env) == "1";
-  std::string graphs_why;
-  if (want_graphs) {
-    if (!device.is_cuda()) graphs_why = "CUDA graphs need --device cuda";
-    else if (pg) graphs_why = "not with data-parallel ranks (the gradient exchange runs on the host)";
-    else if (loss_scale.enabled) graphs_why = "not with float16 loss scaling (its skip decision is read on the host)";
-    else if (cfg.profile) graphs_why = "not under --profile (its sections synchronise)";
-    else if (cfg.model.dropout > 0) graphs_why = "not with dropout (its masks are seeded from the host each step)";
-    else if (stepper.name() != "fused") graphs_why = "needs the fused AdamW (its learning rate as a device tensor)";
-    else if (task.active()) graphs_why = "not with a generated task (its answer positions change each step)";
-    else if (!CapturedStep::available()) graphs_why = "this build's LibTorch has no CUDA graphs";
-  }
-  CapturedStep captured;
-  torch::Tensor static_batch, static_loss, device_lr;
-  bool diverged = false;
-  // Takes the loss of step `at`: a non-finite one stops the run there; false then.
-  auto take_loss = [&](int64_t at, double v) {
-    last_loss = v;
-    if (std::isfinite(v)) {
-      interval_loss += v;
-      return true;
-    }
-    diverged = true;
-    status = "diverged";
-    step = at - 1;  // the steps after it (enqueued before the read) do not count
-    if (!cfg.quiet) fmt::print("train: step {}: loss is {}, stopping (status diverged)\n", at, v);
-    log_record({{"kind", "diverged"}, {"step", at}, {"loss", v}});
-    return false;
-  };
-  // Reads the pending losses in one copy and takes them in order, as per-step reads would.
-  auto read_pending = [&] {
-    if (pending.empty()) return;
-    std::vector<torch::Tensor> values;
-    for (auto& [s, l] : pending) values.push_back(l.to(torch::kFloat64).reshape({}));
-    const torch::Tensor host = torch::stack(values).cpu();
-    const double* v = host.data_ptr<double>();
-    for (size_t i = 0; i < pending.size(); ++i) {
-      if (!take_loss(pending[i].first, v[i])) break;
-    }
-    pending.clear();
-  };
-
-  while (step < cfg.steps && !(budget_s > 0 && train_s >= budget_s)) {
-    const double t0 = now_s();
-    const double lr = learning_rate(cfg, step + 1, train_s);
-    for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-    // A task's step is a function of (seed, step): nothing to restore at a resume.
-    const TaskBatch tb = task.active() ? task_batch(task, cfg.seed, TaskSplit::train, step, cfg.batch * world,
-                                                    layout.rank * cfg.batch, cfg.batch)
-                                       : TaskBatch{};
-    const torch::Tensor host_batch =
-        task.active() ? tb.tokens
-                      : sample_windows(*data, data->train(), cfg.batch * world, window, rng, layout.rank * cfg.batch,
-                                       cfg.batch);
-    if (want_graphs && graphs_why.empty() && !captured.ready() && steps_this_run >= kCaptureAfter) {
-      // Static inputs and gradients exist before the capture, so every replay reads and writes the same memory.
-      static_batch = host_batch.to(device);
-      device_lr = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat32).device(device));
-      const std::vector<torch::Tensor> params = model->parameters();
-      for (const auto& p : params) {
-        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      }
-      captured.capture(
-          device,
-          [&] {
-            for (const auto& p : params) p.grad().zero_();
-            auto logits = model->forward(static_batch.slice(1, 0, cfg.model.context));
-            static_loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}),
-                                                               static_batch.slice(1, 1, window).reshape({-1}));
-            static_loss.backward();
-            if (cfg.clip > 0) clip_grad_norm_no_sync(params, cfg.clip);
-            stepper.step(device_lr);
-          },
-          &graphs_why);
-      if (captured.ready()) captured.replay();  // the capture only recorded the step: this runs it
-    } else if (captured.ready()) {
-      static_batch.copy_(host_batch.pin_memory(), /*non_blocking=*/true);
-      device_lr.fill_(lr);
-      captured.replay();
-      stepper.advance_host_steps();
-    }
-    double t1, t2, t3, t3c;
-    if (captured.ready()) {  // forward, backward and the update ran in the graph
-      pending.emplace_back(step + 1, static_loss.detach().clone());
-      t1 = t2 = t3 = t3c = now_s();
-    } else {
-      // Pinned and asynchronous on CUDA: a pageable copy would wait for the device's queue to drain.
-      auto batch = device.is_cuda() ? host_batch.pin_memory().to(device, /*non_blocking=*/true) : host_batch.to(device);
-      auto inputs = batch.slice(1, 0, cfg.model.context);
-      auto targets = batch.slice(1, 1, window);
-      if (sync_sections) device_sync();
-      t1 = now_s();
-      if (cfg.profile) op_profile.start(0);
-      auto logits = model->forward(inputs);
-      auto loss =
-          task.active()
-              ? task_loss(logits, targets, device.is_cuda() ? tb.answer.pin_memory().to(device, true) : tb.answer)
-              : torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
-      double loss_v = defer_reads ? 0.0 : loss.item<double>();
-      op_profile.stop();
-      if (sync_sections) device_sync();
-      t2 = now_s();
-      optimizer.zero_grad();
-      if (cfg.profile) op_profile.start(1);
-      if (defer_reads || std::isfinite(loss_v)) (loss_scale.enabled ? loss * loss_scale.scale : loss).backward();
-      op_profile.stop();
-      if (sync_sections) device_sync();
-      t3 = now_s();
-      if (pg) {  // the mean gradient and loss over the ranks (equal shares of the global batch), in one exchange
-        auto loss_sum = torch::tensor({loss_v}, torch::kFloat64);
-        buckets->average(*pg, {loss_sum});
-        loss_v = loss_sum.item<double>() / world;
-      }
-      t3c = now_s();
-      if (defer_reads) {
-        pending.emplace_back(step + 1, loss.detach());
-      } else if (!take_loss(step + 1, loss_v)) {
-        break;
-      }
-      // After the all-reduce every rank holds the same gradients, so all take the same skip decision.
-      if (loss_scale.unscale_and_check(model->parameters())) {
-        if (cfg.clip > 0) clip_grad_norm_no_sync(model->parameters(), cfg.clip);
-        stepper.step();
-      } else {
-        log_record({{"kind", "skipped"}, {"step", step + 1}, {"loss_scale", loss_scale.scale}});
-      }
-    }
-    if (sync_sections) device_sync();
-    const double t4 = now_s();
-    comm_s += t3c - t3;
-    data_s += t1 - t0, fwd_s += t2 - t1, bwd_s += t3 - t2, opt_s += t4 - t3c;
-    train_s += t4 - t0;
-    if (pg && budget_s > 0) {  // the time budget is rank 0's clock, so every rank stops at the same step
-      std::vector<torch::Tensor> clock{torch::tensor({train_s}, torch::kFloat64)};
-      pg->broadcast(clock, 0, "the training-time broadcast");
-      train_s = clock[0].item<double>();
-    }
-    ++step;
-    ++steps_this_run;
-    interval_train_s += t4 - t0;
-    ++interval_steps;
-
-    const bool last = step >= cfg.steps || (budget_s > 0 && train_s >= budget_s);
-    const bool logs = step % cfg.log_every == 0 || last;
-    const bool evals_now = cfg.eval_every > 0 && (step % cfg.eval_every == 0 || last);
-    const bool saves = cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0;
-    const bool stops = cfg.stop_after > 0 && steps_this_run >= cfg.stop_after && !last;
-    if (!pending.empty() && (logs || evals_now || saves || stops)) {
-      // The wait for the queued steps belongs to the training time of the interval that queued them.
-      const double w0 = now_s();
-      read_pending();
-      const double waited = now_s() - w0;
-      train_s += waited;
-      interval_train_s += waited;
-      if (diverged) break;
-    }
-    if (logs) {
-      const double mean_loss = interval_loss / interval_steps;
-      const double tps = interval_steps * tokens_per_step / std::max(1e-9, interval_train_s);
-      const double per_step = interval_train_s / interval_steps;
-      double eta = (cfg.steps - step) * per_step;
-      if (budget_s > 0) eta = std::min(eta, budget_s - train_s);
-      // batch_fnv: a digest of this step's windows (rank 0's rows), so paired runs can be checked to share data.
-      const torch::Tensor rows = host_batch.contiguous();
-      log_record({{"kind", "train"},
-                  {"step", step},
-                  {"loss", mean_loss},
-                  {task.active() ? "answer_loss" : "bpc", task.active() ? mean_loss : mean_loss / std::log(2.0)},
-                  {"lr", lr},
-                  {"tokens_per_s", tps},
-                  {"train_s", train_s},
-                  {"batch_fnv", fmt::format("{:016x}", fnv1a64(rows.data_ptr(), rows.nbytes()))}});
-      if (!cfg.quiet) {
-        fmt::print("step {:>6}  loss {:.4f}  {} {:.4f}  lr {:.2e}  {:.0f} tok/s  elapsed {}  eta {}\n", step,
-                   mean_loss, task.active() ? "answer loss" : "bpc", task.active() ? mean_loss : mean_loss / std::log(2.0),
-                   lr, tps, format_duration(train_s), format_duration(eta));
-        std::fflush(stdout);
-      }
-      interval_loss = interval_train_s = 0.0;
-      interval_steps = 0;
-    }
-    // The last step is evaluated too, so every learning curve ends where training did (on the same bytes).
-    if (evals_now && task.active()) {
-      const double te = now_s();
-      json rec = task_evaluate(model, task, static_cast<uint64_t>(cfg.seed), TaskSplit::valid, cfg.task_eval,
-                               cfg.eval_batch, pg.get());
-      rec.erase("by_distance");
-      eval_s += now_s() - te;
-      rec.update(json{{"kind", "eval"}, {"step", step}, {"train_s", train_s}});
-      evals.push_back(rec);
-      log_record(rec);
-      if (!cfg.quiet) fmt::print("eval  {:>6}  valid accuracy {}\n", step, rec["accuracy"].dump());
-    } else if (evals_now) {
-      const EvalResult r =
-          evaluate(model, *data, data->valid(), cfg.model.context, cfg.eval_bytes, cfg.eval_batch, pg.get());
-      eval_s += r.seconds;
-      json rec = {{"kind", "eval"}, {"split", "valid"}, {"step", step}, {"bpc", r.bpc},
-                  {"bytes", r.bytes}, {"train_s", train_s}};
-      evals.push_back(rec);
-      log_record(rec);
-      if (!cfg.quiet) {
-        fmt::print("eval  {:>6}  valid bpc {:.4f} ({} bytes, {:.1f} s)\n", step, r.bpc, r.bytes, r.seconds);
-        std::fflush(stdout);
-      }
-    }
-    if (saves) checkpoint_s += save();
-    if (stops) {
-      status = "stopped";
-      break;
-    }
-  }
-
-  json result = {{"config", config},
-                 {"data", provenance},
-                 {"graph", graph_info},
-                 {"parameters", model->parameter_count()},
-                 {"pattern_params", model->resolved_params()},
-                 {"steps", step},
-                 {"status", status},
-                 {"final_loss", std::isfinite(last_loss) ? json(last_loss) : json(nullptr)},
-                 {"threads", threads},
-                 {"world_size", world},
-                 {"distributed", distributed},
-                 {"device", device_name(model->parameters().front().device())},
-                 {"simd_target", gsa_cpu_target()},  // the CPU kernels' target (SB_CPU_TARGET pins it)
-                 {"host_large_blocks", MemoryTracker::large_blocks()},
-                 {"cpu", cpu_summary()},
-                 {"attention_backend", model->attention_backend()},
-                 // the linear layers' products: fast_linear's library for float32 on the CPU, else LibTorch's
-                 {"matmul", model->parameters().front().device().is_cpu() && compute == torch::kFloat32
-                                ? matmul_backend()
-                                : std::string("libtorch")},
-                 {"precision", {{"parameters", dtype_name(dtype)}, {"compute", dtype_name(compute)}}},
-                 {"optimizer", "adamw:" + stepper.name()},
-                 {"cuda_graphs", want_graphs ? (captured.ready() ? json("captured") : json(graphs_why)) : json("off")},
-                 {"git_commit", git_commit()},
-                 {"torch_version", libtorch_version()},
-                 {"evals", evals},
-                 {"resumed_at_steps", resumes}};
-  if (loss_scale.enabled) result["precision"]["loss_scale"] = loss_scale.state();
-  if (!config_history.empty()) result["config_changes"] = config_history;
-  if (status == "stopped") return result;  // as if killed: the checkpoint is the only trace
-  if (status == "ok") checkpoint_s += save();
-
-  json valid_bpc = nullptr, test_bpc = nullptr;
-  if (task.active()) {  // accuracy on answers, by distance, beside the graph's reach; never a BPC
-    result["task"] = task_json(task);
-    result["reach"] = task_reach(cfg, task);
-  }
-  if (status == "ok" && cfg.final_eval && task.active()) {
-    const double te = now_s();
-    const json v = task_evaluate(model, task, static_cast<uint64_t>(cfg.seed), TaskSplit::valid, cfg.task_eval,
-                                 cfg.eval_batch, pg.get());
-    const json t = task_evaluate(model, task, static_cast<uint64_t>(cfg.seed), TaskSplit::test, cfg.task_eval,
-                                 cfg.eval_batch, pg.get());
-    eval_s += now_s() - te;
-    result["valid_accuracy"] = v["accuracy"];
-    result["test_accuracy"] = t["accuracy"];
-    result["accuracy_by_distance"] = t["by_distance"];
-    log_record({{"kind", "final"}, {"step", step}, {"valid", v}, {"test", t}});
-    if (!cfg.quiet) fmt::print("final  valid accuracy {}  test accuracy {}\n", v["accuracy"].dump(), t["accuracy"].dump());
-  } else if (status == "ok" && cfg.final_eval) {
-    const EvalResult v = evaluate(model, *data, data->valid(), cfg.model.context, 0, cfg.eval_batch, pg.get());
-    const EvalResult t = evaluate(model, *data, data->test(), cfg.model.context, 0, cfg.eval_batch, pg.get());
-    eval_s += v.seconds + t.seconds;
-    valid_bpc = v.bpc;
-    test_bpc = t.bpc;
-    log_record({{"kind", "final"}, {"step", step}, {"valid_bpc", v.bpc}, {"valid_bytes", v.bytes},
-                               {"test_bpc", t.bpc}, {"test_bytes", t.bytes}});
-    if (!cfg.quiet) fmt::print("final  valid bpc {:.4f}  test bpc {:.4f}\n", v.bpc, t.bpc);
-    if (cfg.lens_bytes > 0) {
-      const json lens = context_lens(model, *data, cfg.model.context, cfg.lens_bytes, cfg.eval_batch, pg.get(), eval_s);
-      result["context_lens"] = lens;
-      log_record({{"kind", "lens"}, {"step", step}, {"context_lens", lens}});
-      if (!cfg.quiet && !lens.empty()) {
-        std::string line = "lens   valid bpc seeing the last";
-        for (const json& l : lens) line += fmt::format("  {} bytes: {:.4f}", l["context"].get<int64_t>(), l["bpc"].get<double>());
-        fmt::print("{}\n", line);
-      }
-    }
-  }
-  if (!task.active()) result["valid_bpc"] = valid_bpc, result["test_bpc"] = test_bpc;
-  result["tokens_per_s"] = train_s > 0 ? step * tokens_per_step / train_s : 0.0;
-  json timing = {{"train_s", train_s},
-                 {"eval_s", eval_s},
-                 {"checkpoint_s", checkpoint_s},
-                 {"total_s", now_s() - t_start},
-                 {"this_run", {{"steps", steps_this_run},
-                               {"data_s", data_s},
-                               {"forward_s", fwd_s},
-                               {"backward_s", bwd_s},
-                               {"allreduce_s", comm_s},
-                               {"optimizer_s", opt_s}}}};
-  if (cfg.profile) timing["profile"] = profile_report(op_profile, fwd_s, bwd_s, opt_s, data_s, steps_this_run, cfg.quiet);
-  result["timing"] = timing;
-  if (lead) write_file_atomic(result_path, result.dump(2) + "\n");
-  return result;
+  return prepare_training(cfg, device, set_cpu_threads(static_cast<int>(want_threads)), layout);
 }
 
-int64_t resumable_step(const TrainConfig& cfg, std::string* why) {
-  const std::string path = (fs::path(cfg.out_dir) / "checkpoint.pt").string();
+json train(const PreparedTraining& run, const RankLayout& layout) {
+  refuse_ranks_here(run.cfg, layout);
+  Training training(run, layout);
+  return training.run();
+}
+
+json train(const TrainConfig& cfg, const RankLayout& layout) {
+  refuse_ranks_here(cfg, layout);
+  return train(prepare_training(cfg, layout), layout);
+}
+
+std::string write_rank_config(const TrainConfig& cfg, const json& config) {
+  std::string path = (fs::temp_directory_path() / "sparsebench-ranks-XXXXXX.json").string();
+  const int fd = mkstemps(path.data(), 5);
+  if (fd < 0) throw Error(fmt::format("cannot create the ranks' config file '{}': {}", path, std::strerror(errno)));
+  ::close(fd);
+  write_file_atomic(path, json{{"config", config}, {"settings", train_settings_json(cfg)}}.dump(2) + "\n");
+  return path;
+}
+
+TrainConfig read_rank_config(const std::string& file) {
+  bool exists = false;
+  const std::string text = read_file(file, &exists);
+  const std::string where = "--config-json " + file;
+  if (!exists) throw Error(fmt::format("{}: no such file", where));
+  const json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object()) throw Error(fmt::format("{}: expected {{\"config\": ..., \"settings\": ...}}", where));
+  return train_config_from_json(doc.value("config", json()), doc.value("settings", json()), where);
+}
+
+json train_local_ranks(const PreparedTraining& run) {
+  const TrainConfig& cfg = run.cfg;
+  if (cfg.nproc <= 1) return train(run);
+  const std::string config_file = write_rank_config(cfg, run.config);
+  const int rc = run_local_ranks({"sparsebench", "train", "--config-json", config_file}, static_cast<int>(cfg.nproc));
   std::error_code ec;
-  why->clear();
-  if (!fs::is_regular_file(path, ec)) return -1;  // nothing to continue, nothing to explain
-  try {
-    const CheckpointBody body = read_checkpoint(path);
-    const json saved = body.meta.value("info", json::object()).value("config", json::object());
-    const auto changes = config_changes(saved, train_config_json(cfg), kUntrainedKeys);
-    if (!changes.empty()) {
-      *why = fmt::format("checkpoint '{}' has other settings: {}", path, describe_changes(changes));
-      return -1;
-    }
-    const json step = body.meta.value("step", json());
-    if (!step.is_number_unsigned()) throw Error(fmt::format("checkpoint '{}' is damaged (/meta/step)", path));
-    return step.get<int64_t>();
-  } catch (const Error& e) {
-    *why = e.what();
-    return -1;
-  }
-}
-
-std::vector<std::string> train_command_args(const TrainConfig& cfg) {
-  std::vector<std::string> args;
-  for (const auto& [flag, value] : train_config_options(cfg)) {
-    const FieldSpec* f = nullptr;
-    for (const FieldSpec& x : config_fields()) {
-      if (x.flag == flag) f = &x;
-    }
-    args.push_back("--" + flag);
-    if (!f || !f->is_switch()) args.push_back(value);
-  }
-  return args;
-}
-
-json train_local_ranks(const TrainConfig& cfg) {
-  if (cfg.nproc <= 1) return train(cfg);
-  std::vector<std::string> argv = {"sparsebench", "train"};
-  for (std::string& a : train_command_args(cfg)) argv.push_back(std::move(a));
-  const int rc = run_local_ranks(argv, static_cast<int>(cfg.nproc));
-  const std::string result_path = (fs::path(cfg.out_dir) / "result.json").string();
+  fs::remove(config_file, ec);
+  const std::string result_path = RunPaths(cfg.out_dir).result;
   if (rc != 0) {
     throw Error(fmt::format("training with {} ranks failed (exit status {}; see the ranks' messages above)",
                             cfg.nproc, rc));
@@ -861,7 +741,7 @@ json train_local_ranks(const TrainConfig& cfg) {
   json result = json::parse(in, nullptr, false);
   if (!in || result.is_discarded()) {
     // A run stopped by --stop-after leaves no result: its checkpoint is the trace, as in one process.
-    if (cfg.stop_after > 0) return json{{"status", "stopped"}, {"config", train_config_json(cfg)}};
+    if (cfg.stop_after > 0) return json{{"status", "stopped"}, {"config", run.config}};
     throw Error(fmt::format("training with {} ranks wrote no readable result '{}'", cfg.nproc, result_path));
   }
   return result;

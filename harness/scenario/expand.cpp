@@ -23,7 +23,8 @@ std::vector<json> as_list(const json& v) {
 }
 
 double mean_degree(const std::string& pattern, int64_t n, bool causal, const Params& p) {
-  return build_pattern(pattern, n, causal, p).stats(0).token_in_degree_mean;
+  // Through the store: the solution's graph is the point's, built once.
+  return shared_pattern_graph(pattern, n, causal, p)->stats(0).token_in_degree_mean;
 }
 
 std::string params_text(const Params& p) {
@@ -112,22 +113,22 @@ GraphStats dense_op_stats(int64_t n, bool causal) {
 }
 
 int64_t analytic_memory_bytes(const Scenario& s, const Point& p) {
-  const double b = static_cast<double>(p.batch);
+  const double b = static_cast<double>(p.batch());
   const double nodes = static_cast<double>(p.stats.n_nodes);
-  const double t = static_cast<double>(p.length);
+  const double t = static_cast<double>(p.length());
   // Floats one head keeps besides the node vectors: the materialised dense op stores scores and probabilities for
   // all T x T pairs; the graph op and the fused dense kernels keep one log-sum-exp per node.
-  const double edge = dense_materialises(p.attention) ? 2.0 * t * t : nodes;
+  const double edge = dense_materialises(p.attention()) ? 2.0 * t * t : nodes;
   const double graph = static_cast<double>(p.stats.bytes);
   const bool backward = p.mode != "forward";
   // Bytes of an activation in the point's dtype, and of what stays wider: softmax statistics, scores, logits,
   // parameters and optimizer state (float32 under bfloat16/float16). On the CPU the op stages half types through
   // float32 copies of its tensors.
-  const double value = p.dtype == "float64" ? 8.0 : p.dtype == "float32" ? 4.0 : 2.0;
-  const double wide = p.dtype == "float64" ? 8.0 : 4.0;
+  const double value = p.dtype() == "float64" ? 8.0 : p.dtype() == "float32" ? 4.0 : 2.0;
+  const double wide = p.dtype() == "float64" ? 8.0 : 4.0;
   const double staged = s.device == "cpu" && value == 2.0 ? 4.0 : 0.0;
   double bytes = 0.0;
-  if (s.kind == "attention") {
+  if (s.kind == ScenarioKind::attention) {
     const double io = b * nodes * s.attention.heads * s.attention.head_dim;
     const double per_pass = 4.0 * io * (value + staged) + b * s.attention.heads * edge * wide;  // q, k, v, o; scores or lse
     bytes = backward ? 2.0 * per_pass : per_pass;
@@ -161,7 +162,7 @@ uint64_t axis_size(const json& v) { return v.is_array() ? v.size() : 1; }
 
 PointCount count_points(const Scenario& s) {
   const json& axes = s.doc["axes"];
-  const bool train = s.kind == "train";
+  const bool train = s.kind == ScenarioKind::train;
   // Pattern variants: per entry, the product of its parameter lists and degree targets.
   uint64_t variants = 0;
   std::vector<std::pair<uint64_t, std::string>> entries;  // (variants, "/axes/patterns/i: w 10 x degree 3")
@@ -215,10 +216,115 @@ void check_point_count(const Scenario& s) {
                           c.detail, s.max_points));
 }
 
+namespace {
+
+// One pattern entry's axes: its parameter lists in the pattern's own order (the solved parameter left out), its
+// degree targets and the parameter solved for them; `multi` when the entry makes several series.
+struct EntryAxes {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> params;
+  std::vector<std::optional<double>> degrees = {std::nullopt};
+  std::string solve;
+  bool multi = false;
+};
+
+EntryAxes entry_axes(const json& e, const AttentionPattern& pat) {
+  EntryAxes ax;
+  for (const ParamSpec& spec : pat.params()) {
+    if (!e.contains(spec.name)) continue;
+    std::vector<int64_t> values;
+    for (const json& v : as_list(e[spec.name])) values.push_back(v.get<int64_t>());
+    ax.multi = ax.multi || values.size() > 1;
+    ax.params.emplace_back(spec.name, values);
+  }
+  if (!e.contains("degree")) return ax;
+  ax.degrees.clear();
+  for (const json& v : as_list(e["degree"])) ax.degrees.push_back(v.get<double>());
+  ax.multi = ax.multi || ax.degrees.size() > 1;
+  if (e.contains("solve")) {
+    ax.solve = e["solve"].get<std::string>();
+    return ax;
+  }
+  for (const ParamSpec& spec : pat.params()) {
+    if (!e.contains(spec.name)) {
+      ax.solve = spec.name;
+      break;
+    }
+  }
+  return ax;
+}
+
+// What the points of one (entry, parameters, degree, length, causality) share: the config with its axis values,
+// the solved parameter, the skip reason, the graph's statistics and the label. A parameter or degree the pattern
+// refuses goes to `error`.
+Point base_point(const Scenario& s, const json& e, const AttentionPattern& pat, const EntryAxes& ax,
+                 const Params& given, const std::optional<double>& target, int64_t n, bool causal, bool build_graphs,
+                 std::string& error) {
+  const std::string name = e["name"].get<std::string>();
+  const std::string attention = e.value("attention", std::string("graph"));
+  const int64_t max_length = e.value("max_length", int64_t{0});
+  const std::string& solve = ax.solve;
+  const bool multi = ax.multi;
+  const bool train = s.kind == ScenarioKind::train;
+  Point base;
+  base.config = s.train;  // the scenario's model and training settings; the axis values go in below
+  base.config.model.pattern = name;
+  base.config.model.attention = attention;
+  base.config.model.context = n;
+  base.config.model.causal = causal;
+  if (!train) base.config.seed = s.seed;  // timing kinds: the inputs' seed (/seed)
+  base.degree_target = target;
+  base.solved_param = target ? solve : "";
+  if (max_length > 0 && n > max_length) {
+    base.skip_reason = fmt::format("length {} > max_length {} of this pattern entry", n, max_length);
+  } else if (causal && !pat.supports_causal()) {
+    base.skip_reason = fmt::format("pattern {} does not support causal attention", name);
+  }
+  Params resolved;
+  try {
+    Params with = given;
+    if (target && base.skip_reason.empty()) {
+      const DegreeSolution sol = solve_degree(name, n, causal, given, solve, *target);
+      with[solve] = sol.value;
+    } else if (target) {
+      for (const ParamSpec& spec : pat.params()) {
+        if (spec.name == solve) with[solve] = spec.default_value;
+      }
+    }
+    resolved = resolve_params(pat, with);
+    if (base.skip_reason.empty()) {
+      if (is_dense_attention(attention)) {
+        base.stats = dense_op_stats(n, causal);
+      } else if (build_graphs) {
+        const std::shared_ptr<const Graph> g = shared_pattern_graph(name, n, causal, resolved);
+        base.stats = g->stats(256);
+        base.fingerprint = g->fingerprint();
+      }
+    }
+  } catch (const Error& err) {
+    error = err.what();
+  }
+  base.config.model.pattern_params = resolved;
+  std::string label = e.contains("label") ? e["label"].get<std::string>() : name;
+  if (!e.contains("label") || multi) {
+    // Only what the entry sets (or solves) names the series; defaults stay out of the label.
+    Params shown = given;
+    if (target && resolved.count(solve)) shown[solve] = resolved.at(solve);
+    if (!shown.empty()) label += "(" + params_text(shown) + ")";
+  }
+  if (!e.contains("label")) {
+    if (attention == "dense") label += " [dense op]";
+    if (attention == "dense_naive") label += " [dense naive]";
+  }
+  base.label = label;
+  return base;
+}
+
+}  // namespace
+
 std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
   check_point_count(s);  // from the axis sizes, before anything is built
   const json& axes = s.doc["axes"];
-  const bool train = s.kind == "train";
+  const bool train = s.kind == ScenarioKind::train;
   const std::vector<json> lengths = as_list(axes["lengths"]);
   const std::vector<json> causals = axes.contains("causal") ? as_list(axes["causal"]) : std::vector<json>{json(train)};
   const std::vector<json> threads = axes.contains("threads") ? as_list(axes["threads"]) : std::vector<json>{json(0)};
@@ -253,112 +359,38 @@ std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
     const std::string name = e["name"].get<std::string>();
     const AttentionPattern& pat = find_pattern(name);
     const std::string attention = e.value("attention", std::string("graph"));
-    const int64_t max_length = e.value("max_length", int64_t{0});
-    // Parameter axes in the pattern's own order; the solved parameter is left out.
-    std::vector<std::pair<std::string, std::vector<int64_t>>> param_axes;
-    bool multi = false;
-    for (const ParamSpec& spec : pat.params()) {
-      if (!e.contains(spec.name)) continue;
-      std::vector<int64_t> values;
-      for (const json& v : as_list(e[spec.name])) values.push_back(v.get<int64_t>());
-      multi = multi || values.size() > 1;
-      param_axes.emplace_back(spec.name, values);
-    }
-    std::vector<std::optional<double>> degrees = {std::nullopt};
-    std::string solve;
-    if (e.contains("degree")) {
-      degrees.clear();
-      for (const json& v : as_list(e["degree"])) degrees.push_back(v.get<double>());
-      multi = multi || degrees.size() > 1;
-      if (e.contains("solve")) {
-        solve = e["solve"].get<std::string>();
-      } else {
-        for (const ParamSpec& spec : pat.params()) {
-          if (!e.contains(spec.name)) {
-            solve = spec.name;
-            break;
-          }
-        }
-      }
-    }
+    const EntryAxes ax = entry_axes(e, pat);
+    const auto& param_axes = ax.params;
     // Cartesian product of the parameter axes (odometer).
     std::vector<size_t> at(param_axes.size(), 0);
     while (true) {
       Params given;
       for (size_t i = 0; i < param_axes.size(); ++i) given[param_axes[i].first] = param_axes[i].second[at[i]];
-      for (const auto& target : degrees) {
+      for (const auto& target : ax.degrees) {
         for (const json& lv : lengths) {
           const int64_t n = lv.get<int64_t>();
           for (const json& cv : causals) {
             const bool causal = cv.get<bool>();
-            Point base;
-            base.pattern = name;
-            base.attention = attention;
-            base.length = n;
-            base.causal = causal;
-            base.degree_target = target;
-            base.solved_param = target ? solve : "";
             std::string error;
-            if (max_length > 0 && n > max_length) {
-              base.skip_reason = fmt::format("length {} > max_length {} of this pattern entry", n, max_length);
-            } else if (causal && !pat.supports_causal()) {
-              base.skip_reason = fmt::format("pattern {} does not support causal attention", name);
-            }
-            Params resolved;
-            try {
-              Params with = given;
-              if (target && base.skip_reason.empty()) {
-                const DegreeSolution sol = solve_degree(name, n, causal, given, solve, *target);
-                with[solve] = sol.value;
-              } else if (target) {
-                for (const ParamSpec& spec : pat.params()) {
-                  if (spec.name == solve) with[solve] = spec.default_value;
-                }
-              }
-              resolved = resolve_params(pat, with);
-              if (base.skip_reason.empty()) {
-                if (is_dense_attention(attention)) {
-                  base.stats = dense_op_stats(n, causal);
-                } else if (build_graphs) {
-                  const Graph g = build_pattern(name, n, causal, resolved);
-                  base.stats = g.stats(256);
-                  base.fingerprint = g.fingerprint();
-                }
-              }
-            } catch (const Error& err) {
-              error = err.what();
-            }
-            base.params = resolved;
-            std::string label = e.contains("label") ? e["label"].get<std::string>() : name;
-            if (!e.contains("label") || multi) {
-              // Only what the entry sets (or solves) names the series; defaults stay out of the label.
-              Params shown = given;
-              if (target && resolved.count(solve)) shown[solve] = resolved.at(solve);
-              if (!shown.empty()) label += "(" + params_text(shown) + ")";
-            }
-            if (!e.contains("label")) {
-              if (attention == "dense") label += " [dense op]";
-              if (attention == "dense_naive") label += " [dense naive]";
-            }
-            base.label = label;
+            const Point base = base_point(s, e, pat, ax, given, target, n, causal, build_graphs, error);
             for (const auto& [tokens, batch] : sizes) {
               for (const json& tv : threads) {
                 for (const json& mv : modes) {
                  for (const json& dv : dtypes) {
                   Point p = base;
-                  p.dtype = dv.get<std::string>();
-                  if (dtypes.size() > 1) p.label += " [" + p.dtype + "]";
+                  p.config.dtype = dv.get<std::string>();
+                  if (dtypes.size() > 1) p.label += " [" + p.dtype() + "]";
                   p.tokens = tokens;
-                  p.batch = tokens > 0 ? std::max<int64_t>(1, tokens / n) : batch;
-                  p.threads = tv.get<int64_t>();
+                  p.config.batch = tokens > 0 ? std::max<int64_t>(1, tokens / n) : batch;
+                  p.config.threads = tv.get<int64_t>();
                   p.mode = mv.get<std::string>();
                   std::string id = fmt::format("{}/{}", name, attention);
                   if (!given.empty()) id += "/" + params_text(given);
                   if (target) id += fmt::format("/degree={}", *target);
                   id += fmt::format("/n={}/{}={}/causal={}/threads={}/mode={}", n, tokens > 0 ? "tokens" : "batch",
-                                    tokens > 0 ? tokens : batch, causal ? 1 : 0, p.threads, p.mode);
-                  if (axes.contains("dtypes")) id += "/dtype=" + p.dtype;  // ids of runs without the axis unchanged
-                  const auto [made_by, fresh] = entry_of_config.emplace(id + "|" + params_text(p.params), ei);
+                                    tokens > 0 ? tokens : batch, causal ? 1 : 0, p.threads(), p.mode);
+                  if (axes.contains("dtypes")) id += "/dtype=" + p.dtype();  // ids of runs without the axis unchanged
+                  const auto [made_by, fresh] = entry_of_config.emplace(id + "|" + params_text(p.params()), ei);
                   if (!fresh) {
                     throw Error(fmt::format("{}: /axes/patterns/{} and /axes/patterns/{} make the same point {}; "
                                             "give each configuration once (a label or max_length does not make "
@@ -373,17 +405,8 @@ std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
                     while (!ids.insert(unique).second);
                   }
                   p.id = unique;
-                  p.config = s.train;
-                  p.config.model.pattern = name;
-                  p.config.model.pattern_params = p.params;
-                  p.config.model.attention = attention;
-                  p.config.model.causal = causal;
-                  p.config.model.context = n;
-                  p.config.batch = p.batch;
-                  p.config.threads = p.threads;
-                  p.config.dtype = p.dtype;
                   std::string point_error = error;
-                  if (point_error.empty() && p.skip_reason.empty() && s.kind != "attention") {
+                  if (point_error.empty() && p.skip_reason.empty() && s.kind != ScenarioKind::attention) {
                     // A configuration the model or trainer would refuse fails here, before anything runs.
                     try {
                       if (train) validate_train_config(p.config);
@@ -417,7 +440,6 @@ std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
   }
   for (Point& p : points) {
     p.config_id = p.id;
-    p.seed = train ? p.config.seed : s.seed;
   }
   if (!axes.contains("seeds")) return points;
   // Seeds outermost: a partly finished sweep holds whole seeds of every configuration, ready for paired comparison.
@@ -425,9 +447,8 @@ std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs) {
   for (const json& sv : as_list(axes["seeds"])) {
     for (const Point& base : points) {
       Point p = base;
-      p.seed = sv.get<int64_t>();
-      p.config.seed = p.seed;
-      p.id = fmt::format("{}/seed={}", base.id, p.seed);
+      p.config.seed = sv.get<int64_t>();
+      p.id = fmt::format("{}/seed={}", base.id, p.seed());
       p.index = static_cast<int64_t>(seeded.size());
       seeded.push_back(std::move(p));
     }
@@ -439,25 +460,25 @@ json point_to_json(const Scenario& s, const Point& p) {
   json r;
   r["point"] = p.id;
   r["config_id"] = p.config_id;
-  r["seed"] = p.seed;
+  r["seed"] = p.seed();
   r["index"] = p.index;
   r["scenario"] = s.name;
-  r["kind"] = s.kind;
-  r["pattern"] = p.pattern;
+  r["kind"] = kind_name(s.kind);
+  r["pattern"] = p.pattern();
   r["label"] = p.label;
-  r["attention"] = p.attention;
-  r["params"] = p.params;
+  r["attention"] = p.attention();
+  r["params"] = p.params();
   r["degree_target"] = p.degree_target ? json(*p.degree_target) : json(nullptr);
   r["solved_param"] = p.solved_param.empty() ? json(nullptr) : json(p.solved_param);
-  r["length"] = p.length;
+  r["length"] = p.length();
   r["tokens"] = p.tokens;
-  r["batch"] = p.batch;
-  r["causal"] = p.causal;
-  r["threads"] = p.threads;
+  r["batch"] = p.batch();
+  r["causal"] = p.causal();
+  r["threads"] = p.threads();
   r["mode"] = p.mode;
-  r["dtype"] = p.dtype;
+  r["dtype"] = p.dtype();
   r["device"] = s.device;
-  if (s.kind == "attention") {
+  if (s.kind == ScenarioKind::attention) {
     r["heads"] = s.attention.heads;
     r["head_dim"] = s.attention.head_dim;
     r["relations"] = s.attention.relations;
@@ -480,6 +501,31 @@ json point_to_json(const Scenario& s, const Point& p) {
                 {"fingerprint", p.fingerprint}};
   r["analytic_bytes"] = p.analytic_bytes;
   return r;
+}
+
+json point_handoff_json(const Point& p) {
+  return {{"index", p.index},        {"id", p.id},       {"config_id", p.config_id},
+          {"label", p.label},        {"mode", p.mode},   {"tokens", p.tokens},
+          {"config", train_config_json(p.config)}, {"settings", train_settings_json(p.config)}};
+}
+
+Point point_from_handoff(const json& h, const std::string& file) {
+  const auto field = [&](const char* key, json::value_t type) -> const json& {
+    if (!h.is_object() || !h.contains(key) || h[key].type() != type) {
+      throw Error(fmt::format("{}: /{}: missing or of the wrong type", file, key));
+    }
+    return h[key];
+  };
+  Point p;
+  p.index = field("index", json::value_t::number_unsigned).get<int64_t>();
+  p.id = field("id", json::value_t::string).get<std::string>();
+  p.config_id = field("config_id", json::value_t::string).get<std::string>();
+  p.label = field("label", json::value_t::string).get<std::string>();
+  p.mode = field("mode", json::value_t::string).get<std::string>();
+  p.tokens = field("tokens", json::value_t::number_unsigned).get<int64_t>();
+  p.config = train_config_from_json(field("config", json::value_t::object), field("settings", json::value_t::object),
+                                    file, /*check_ranges=*/false);
+  return p;
 }
 
 json graph_export_json(const std::string& name, const Params& params, const Graph& g) {

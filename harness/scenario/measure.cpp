@@ -21,6 +21,7 @@
 #include "harness/lm/tasks.h"
 #include "harness/lm/fast_linear.h"
 #include "harness/lm/model.h"
+#include "harness/lm/run_state.h"
 #include "harness/lm/trainer.h"
 #include "harness/measure/blas.h"
 #include "harness/measure/build_info.h"
@@ -33,6 +34,7 @@
 #include "common/config_changes.h"
 #include "kernels/gsa_cpu.h"
 #include "kernels/torch/graph_attention_op.h"
+#include "patterns/pattern.h"
 
 namespace sb {
 
@@ -64,7 +66,7 @@ void time_work(const Scenario& s, const Point& p, torch::Device device, const st
     base = probe.base();
   }
   contention_to_json(busy.stop(), record);
-  const double tokens = static_cast<double>(p.batch * p.length);
+  const double tokens = static_cast<double>(p.batch() * p.length());
   const double med = median_of(samples);
   const double lo = *std::min_element(samples.begin(), samples.end());
   const double hi = *std::max_element(samples.begin(), samples.end());
@@ -85,43 +87,37 @@ void time_work(const Scenario& s, const Point& p, torch::Device device, const st
   }
 }
 
-// The last graph built, reused by consecutive points that share it (axes are ordered graph-outermost).
-struct GraphCache {
-  std::string key;
-  std::unique_ptr<Graph> graph;
-  std::unique_ptr<TorchGraph> torch_graph;
-};
-
+// The op's form of the last graph, reused by consecutive points that share it (axes are ordered graph-outermost);
+// the graph itself is the one the expansion built (shared_pattern_graph).
 const TorchGraph& cached_graph(const Point& p, torch::Device device) {
-  static GraphCache cache;
-  std::string key = fmt::format("{}|{}|{}|{}|", p.pattern, p.length, p.causal, device.str());
-  for (const auto& [k, v] : p.params) key += fmt::format("{}={};", k, v);
-  if (cache.key != key) {
-    cache.torch_graph.reset();
-    cache.graph.reset();
-    cache.key.clear();
-    cache.graph = std::make_unique<Graph>(build_pattern(p.pattern, p.length, p.causal, p.params));
-    cache.torch_graph = std::make_unique<TorchGraph>(TorchGraph::from_graph(*cache.graph, device));
-    cache.key = key;
+  static std::shared_ptr<const Graph> graph;
+  static std::unique_ptr<TorchGraph> torch_graph;
+  static torch::Device on = torch::kCPU;
+  const std::shared_ptr<const Graph> g = shared_pattern_graph(p.pattern(), p.length(), p.causal(), p.params());
+  if (g != graph || device != on || !torch_graph) {
+    torch_graph.reset();
+    torch_graph = std::make_unique<TorchGraph>(TorchGraph::from_graph(*g, device));
+    graph = g;
+    on = device;
   }
-  return *cache.torch_graph;
+  return *torch_graph;
 }
 
 void measure_attention(const Scenario& s, const Point& p, torch::Device device, json& record) {
-  const int64_t b = p.batch, h = s.attention.heads, d = s.attention.head_dim;
+  const int64_t b = p.batch(), h = s.attention.heads, d = s.attention.head_dim;
   const bool backward = p.mode == "forward_backward";
-  const torch::Dtype dtype = precision_of(p.dtype).compute;
+  const torch::Dtype dtype = precision_of(p.dtype()).compute;
   const auto opts = torch::TensorOptions().dtype(dtype).device(device).requires_grad(backward);
   torch::Tensor q, k, v, rel_emb;
   std::function<torch::Tensor()> op;
-  if (is_dense_attention(p.attention)) {
+  if (is_dense_attention(p.attention())) {
     // q, k, v: [B, T, H, D]
-    q = torch::randn({b, p.length, h, d}, opts);
-    k = torch::randn({b, p.length, h, d}, opts);
-    v = torch::randn({b, p.length, h, d}, opts);
-    const bool naive = p.attention == "dense_naive";
-    record["attention_backend"] = dense_attention_backend(q, k, v, p.causal, naive);
-    op = [&, naive] { return dense_baseline(q, k, v, p.causal, naive); };
+    q = torch::randn({b, p.length(), h, d}, opts);
+    k = torch::randn({b, p.length(), h, d}, opts);
+    v = torch::randn({b, p.length(), h, d}, opts);
+    const bool naive = p.attention() == "dense_naive";
+    record["attention_backend"] = dense_attention_backend(q, k, v, p.causal(), naive);
+    op = [&, naive] { return dense_baseline(q, k, v, p.causal(), naive); };
   } else {
     record["attention_backend"] = graph_attention_backend(device, dtype);
     const TorchGraph& g = cached_graph(p, device);
@@ -146,7 +142,7 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
   };
   time_work(s, p, device, work, record);
   // Work counts all T*T pairs for the dense ops, causal or not (the naive op computes them all).
-  const double pairs = is_dense_attention(p.attention) ? static_cast<double>(p.length) * static_cast<double>(p.length)
+  const double pairs = is_dense_attention(p.attention()) ? static_cast<double>(p.length()) * static_cast<double>(p.length())
                                               : static_cast<double>(p.stats.n_edges);
   const double flops = attention_flops(pairs, b, h, d, backward);
   const double med = record["median_s"].get<double>();
@@ -163,7 +159,7 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
 void measure_model(const Scenario& s, const Point& p, torch::Device device, json& record) {
   torch::manual_seed(static_cast<uint64_t>(s.seed));
   LanguageModel model(p.config.model);
-  const Precision precision = precision_of(p.dtype);
+  const Precision precision = precision_of(p.dtype());
   model->to(device, precision.params);
   model->set_compute_dtype(precision.compute);
   const bool backward = p.mode == "forward_backward";
@@ -172,7 +168,7 @@ void measure_model(const Scenario& s, const Point& p, torch::Device device, json
   record["parameters"] = model->parameter_count();
   // bytes: [B, T] int64
   const torch::Tensor bytes =
-      torch::randint(0, 256, {p.batch, p.length}, torch::TensorOptions().dtype(torch::kInt64).device(device));
+      torch::randint(0, 256, {p.batch(), p.length()}, torch::TensorOptions().dtype(torch::kInt64).device(device));
   const torch::Tensor targets = bytes.roll(-1, 1);
   auto work = [&] {
     if (!backward) {
@@ -187,6 +183,16 @@ void measure_model(const Scenario& s, const Point& p, torch::Device device, json
   time_work(s, p, device, work, record);
   record["attention_backend"] = model->attention_backend();
 }
+
+// What measure_point derives once for a point and hands to the kind's runner.
+struct PointContext {
+  const Scenario& s;
+  const Point& p;
+  const std::string& run_dir;
+  torch::Device device;
+  int threads;  // set for this process
+  const json* recorded_config;  // the point's config as its parent process recorded it, else null
+};
 
 // The trainer configuration of a training point: the point's typed config, writing under `out_dir`. A point that
 // is not recorded yet starts over (overwrite) unless `out_dir` holds a checkpoint of this very configuration (a
@@ -221,14 +227,11 @@ const std::vector<std::string> kReuseIgnoredKeys = {"out_dir", "log_every", "pro
 
 // A finished run under one of `runs` (run directories, e.g. of another scenario: their train/*/result.json) with
 // this configuration, on the same data bytes and SIMD target: its result (with "dir"), or null when there is none.
-json find_reusable_run(const TrainConfig& cfg, const std::vector<std::string>& runs) {
-  if (runs.empty()) return nullptr;
-  const json mine = train_config_json(cfg);
-  std::string data_sha;  // read once, only when some configuration matches
-  for (const std::string& run : runs) {
+json find_reusable_run(const PreparedTraining& run, const std::vector<std::string>& runs) {
+  for (const std::string& dir_of_run : runs) {
     std::error_code ec;
     std::vector<fs::path> dirs;
-    for (const auto& entry : fs::directory_iterator(fs::path(run) / "train", ec)) dirs.push_back(entry.path());
+    for (const auto& entry : fs::directory_iterator(fs::path(dir_of_run) / "train", ec)) dirs.push_back(entry.path());
     std::sort(dirs.begin(), dirs.end());
     for (const fs::path& dir : dirs) {
       bool exists = false;
@@ -239,11 +242,11 @@ json find_reusable_run(const TrainConfig& cfg, const std::vector<std::string>& r
           result.contains("reused_from")) {
         continue;  // unfinished, failed, damaged, or itself a copy (reuse the original instead)
       }
-      if (!config_changes(result["config"], mine, kReuseIgnoredKeys).empty()) continue;
+      if (!config_changes(result["config"], run.config, kReuseIgnoredKeys).empty()) continue;
       if (result.value("simd_target", std::string()) != gsa_cpu_target()) continue;
-      if (cfg.task == "enwik8") {  // a generated task is its configuration, compared above
-        if (data_sha.empty()) data_sha = Enwik8(cfg.data).sha256();
-        if (!result.contains("data") || result["data"].value("sha256", std::string()) != data_sha) continue;
+      // A generated task is its configuration, compared above; enwik8 runs compare the data's bytes too.
+      if (run.data && (!result.contains("data") || result["data"].value("sha256", std::string()) != run.data->sha256())) {
+        continue;
       }
       json found = result;
       found["dir"] = dir.string();
@@ -276,11 +279,16 @@ json reuse_run(const json& src, const std::string& out_dir) {
   return result;
 }
 
-void measure_train(const Point& p, json& record, const std::string& out_dir, const std::vector<std::string>& reuse) {
-  TrainConfig cfg = train_config_for_point(p, out_dir);
-  const json src = find_reusable_run(cfg, reuse);
+void measure_train(const PointContext& c, json& record) {
+  const Point& p = c.p;
+  const std::string out_dir = fmt::format("{}/train/{:04}", c.run_dir, p.index);
+  // The config is serialised here once (or taken as the parent recorded it) and the data read once per process.
+  PreparedTraining run = prepare_training(train_config_for_point(p, out_dir), c.device, c.threads);
+  if (c.recorded_config) run.config = *c.recorded_config;
+  const bool quiet = run.cfg.quiet;
+  const json src = find_reusable_run(run, c.s.reuse_runs);
   if (!src.is_null()) {
-    if (!cfg.quiet) {
+    if (!quiet) {
       fmt::print("point {}: reusing the finished run {} (same settings, data and SIMD target)\n", p.index,
                  src["dir"].get<std::string>());
     }
@@ -291,62 +299,105 @@ void measure_train(const Point& p, json& record, const std::string& out_dir, con
     if (result.contains("threads")) record["threads_used"] = result["threads"];
     return;
   }
+  // The resume decision, made once: the checkpoint read for it is the one train() restores.
   std::string why;
-  const int64_t from = resumable_step(cfg, &why);
-  if (from > 0) {
-    cfg.resume = true;
-    cfg.overwrite = false;
-    if (!cfg.quiet) fmt::print("point {}: continuing its training from step {} ({})\n", p.index, from, out_dir);
-  } else if (!why.empty() && !cfg.quiet) {
-    fmt::print("point {}: starting over: {}\n", p.index, why);  // a checkpoint is there but cannot be continued
+  int64_t from = 0;
+  run.checkpoint = resumable_checkpoint(out_dir, run.config, &why, &from);
+  if (run.checkpoint && from > 0) {
+    run.cfg.resume = true;
+    run.cfg.overwrite = false;
+    if (!quiet) fmt::print("point {}: continuing its training from step {} ({})\n", p.index, from, out_dir);
+  } else {
+    run.checkpoint.reset();
+    if (!why.empty() && !quiet) fmt::print("point {}: starting over: {}\n", p.index, why);  // cannot be continued
   }
   // The whole training run, sampled every 200 ms; ranks in child processes add their CPU time when they end.
-  const int64_t ranks = std::max<int64_t>(1, cfg.nproc);
+  const int64_t ranks = std::max<int64_t>(1, run.cfg.nproc);
   const int64_t per_rank =
-      cfg.threads > 0 ? cfg.threads : (ranks > 1 ? std::max<int64_t>(1, cpu_allowance().usable / ranks)
-                                                 : record["threads_used"].get<int64_t>());
+      run.cfg.threads > 0 ? run.cfg.threads
+                          : (ranks > 1 ? std::max<int64_t>(1, cpu_allowance().usable / ranks) : int64_t{c.threads});
   ContentionProbe busy(ranks * per_rank, 200);
   busy.start();
-  const json result = train_local_ranks(cfg);  // cfg.nproc ranks: processes when more than one
+  const json result = train_local_ranks(run);  // run.cfg.nproc ranks: processes when more than one
   contention_to_json(busy.stop(), record);
   record_train_result(result, out_dir, record);
+}
+
+void measure_timed(const PointContext& c, json& record) {
+  torch::manual_seed(static_cast<uint64_t>(c.s.seed));
+  if (c.s.kind == ScenarioKind::attention) measure_attention(c.s, c.p, c.device, record);
+  else measure_model(c.s, c.p, c.device, record);
+  record["device"] = device_name(c.device);
+}
+
+// What every point needs checked before anything runs, by kind.
+void check_train_point(const Scenario&, const Point& p) {
+  const TrainConfig cfg = train_config_for_point(p, "check");
+  validate_train_config(cfg);
+  if (task_spec(cfg).active()) return;  // checks the task fields; no data file
+  check_data_file(cfg.data, min_data_bytes(cfg.model.context));
+}
+
+void check_model_point(const Scenario&, const Point& p) { validate_model_config(p.config.model); }
+
+void check_nothing(const Scenario&, const Point&) {}
+
+// The kinds' table: how a point of each kind is checked and measured.
+struct KindRow {
+  ScenarioKind kind;
+  void (*check)(const Scenario&, const Point&);
+  void (*measure)(const PointContext&, json&);
+};
+constexpr KindRow kKinds[] = {
+    {ScenarioKind::attention, check_nothing, measure_timed},
+    {ScenarioKind::model, check_model_point, measure_timed},
+    {ScenarioKind::train, check_train_point, measure_train},
+};
+
+const KindRow& kind_row(ScenarioKind kind) {
+  for (const KindRow& row : kKinds) {
+    if (row.kind == kind) return row;
+  }
+  throw Error(fmt::format("internal: no runner for scenario kind {}", kind_name(kind)));
 }
 
 }  // namespace
 
 void check_points(const Scenario& s, const std::vector<Point>& points) {
+  const KindRow& row = kind_row(s.kind);
   for (const Point& p : points) {
     if (!p.skip_reason.empty()) continue;
-    const std::string where = fmt::format("{}: point {} ({})", s.file, p.index, p.label);
     try {
-      if (s.kind == "train") {
-        const TrainConfig cfg = train_config_for_point(p, "check");
-        validate_train_config(cfg);
-        if (task_spec(cfg).active()) continue;  // checks the task fields; no data file
-        check_data_file(cfg.data, min_data_bytes(cfg.model.context));
-      } else if (s.kind == "model") {
-        validate_model_config(p.config.model);
-      }
+      row.check(s, p);
     } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", where, e.what()));
+      throw Error(fmt::format("{}: point {} ({}): {}", s.file, p.index, p.label, e.what()));
     }
   }
 }
 
-void measure_point(const Scenario& s, const Point& p, const std::string& run_dir, json& record) {
-  const torch::Device device = resolve_device(p.config.device);
-  record["threads_used"] = set_cpu_threads(static_cast<int>(p.threads));
+namespace {
+
+void measure_with(const Scenario& s, const Point& p, const std::string& run_dir, const json* recorded_config,
+                  json& record) {
+  // Derived once here and handed down: the device, the threads, (train) the data, config and resume decision.
+  const PointContext c{s, p, run_dir, resolve_device(p.config.device), set_cpu_threads(static_cast<int>(p.threads())),
+                       recorded_config};
+  record["threads_used"] = c.threads;
   record["omp_wait_policy"] = omp_wait_policy();
   record["simd_target"] = gsa_cpu_target();  // the CPU kernels' SIMD target (SB_CPU_TARGET pins it)
   record["cpu"] = cpu_summary();              // per point: a resumed sweep may finish on another machine
-  if (s.kind == "train") {
-    measure_train(p, record, fmt::format("{}/train/{:04}", run_dir, p.index), s.reuse_runs);
-    return;
-  }
-  torch::manual_seed(static_cast<uint64_t>(s.seed));
-  if (s.kind == "attention") measure_attention(s, p, device, record);
-  else measure_model(s, p, device, record);
-  record["device"] = device_name(device);
+  kind_row(s.kind).measure(c, record);
+}
+
+}  // namespace
+
+void measure_point(const Scenario& s, const Point& p, const std::string& run_dir, json& record) {
+  measure_with(s, p, run_dir, nullptr, record);
+}
+
+void measure_handed_point(const Scenario& s, const Point& p, const std::string& run_dir, const json& recorded_config,
+                          json& record) {
+  measure_with(s, p, run_dir, &recorded_config, record);
 }
 
 json run_environment() {

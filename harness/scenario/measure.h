@@ -8,6 +8,10 @@ namespace sb {
 // Runs one point (attention op, whole model, or a training run) and fills `record` with
 // samples, median, spread, tokens/s, peak memory, or the trainer's result. Throws on failure.
 void measure_point(const Scenario& s, const Point& p, const std::string& run_dir, json& record);
+// The same for a point handed to this process by its sweep (`run-point`): `recorded_config` is the point's config as
+// the sweep recorded it (point_handoff_json), taken as is rather than serialised again.
+void measure_handed_point(const Scenario& s, const Point& p, const std::string& run_dir, const json& recorded_config,
+                          json& record);
 
 // Checks, before anything runs, what each point will need: trainer options and the data file (kind train),
 // the model configuration (kind model). Throws sb::Error "FILE: point I (LABEL): ..." at the first problem.

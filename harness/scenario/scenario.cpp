@@ -555,6 +555,28 @@ void validate_scenario(const json& doc, const std::string& file) {
   }
 }
 
+namespace {
+
+constexpr std::pair<ScenarioKind, const char*> kKindNames[] = {
+    {ScenarioKind::attention, "attention"}, {ScenarioKind::model, "model"}, {ScenarioKind::train, "train"}};
+
+// The validated document's kind (validate_scenario refused any other name).
+ScenarioKind kind_of(const std::string& name) {
+  for (const auto& [kind, text] : kKindNames) {
+    if (name == text) return kind;
+  }
+  throw Error(fmt::format("unknown scenario kind '{}'", name));
+}
+
+}  // namespace
+
+const char* kind_name(ScenarioKind kind) {
+  for (const auto& [k, text] : kKindNames) {
+    if (k == kind) return text;
+  }
+  return "?";
+}
+
 Scenario scenario_from_json(const json& doc, const std::string& file) {
   validate_scenario(doc, file);
   Scenario s;
@@ -566,7 +588,7 @@ Scenario scenario_from_json(const json& doc, const std::string& file) {
   if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".json") stem = stem.substr(0, stem.size() - 5);
   s.name = doc.value("name", stem);
   s.description = doc.value("description", std::string());
-  s.kind = doc["kind"].get<std::string>();
+  s.kind = kind_of(doc["kind"].get<std::string>());
   s.device = doc.value("device", std::string("cpu"));
   s.repeats = doc.value("repeats", int64_t{5});
   s.warmup = doc.value("warmup", int64_t{1});

@@ -44,6 +44,10 @@ constexpr int64_t kDefaultMaxPoints = 100000;
 // Longest /name: it names a directory (NAME_MAX of common file systems).
 constexpr size_t kMaxNameBytes = 255;
 
+// The kinds of scenario; each is measured by one row of the runner's table (harness/scenario/measure.cpp).
+enum class ScenarioKind { attention, model, train };
+const char* kind_name(ScenarioKind kind);
+
 struct AttentionSettings {
   int64_t heads = 8;
   int64_t head_dim = 64;
@@ -55,7 +59,7 @@ struct Scenario {
   std::string file;
   std::string name;
   std::string description;
-  std::string kind;    // attention | model | train
+  ScenarioKind kind = ScenarioKind::attention;
   std::string device;  // cpu | cuda
   int64_t repeats = 5;
   int64_t warmup = 1;
@@ -77,30 +81,34 @@ Scenario scenario_from_json(const json& doc, const std::string& file);
 // read_scenario_file + overrides + scenario_from_json.
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides);
 
-// One expanded configuration.
+// One expanded configuration: its axis values and one typed config. The values the config holds (pattern,
+// parameters, context, causality, batch, threads, dtype, seed, attention op) are read from it, never kept twice.
 struct Point {
   int64_t index = 0;
   std::string id;         // stable key of the axis values, used by --resume
   std::string config_id;  // the id without the seed: the same for every seed of one configuration
-  int64_t seed = 0;       // train: the seed this point trains with (/axes/seeds or /seed)
-  std::string pattern;
   std::string label;      // display name: "bpt(k=4)", "dense [dense op]"
-  std::string attention;  // graph | dense
-  Params params;          // resolved (solved parameter included)
   std::optional<double> degree_target;
   std::string solved_param;  // parameter chosen to meet degree_target
-  int64_t length = 0;        // tokens per sequence (train: context)
   int64_t tokens = 0;        // tokens per batch (0 when batch is given directly)
-  int64_t batch = 1;
-  bool causal = false;
-  int64_t threads = 0;
   std::string mode;  // attention/model: forward | forward_backward; train: train
-  std::string dtype = "float32";  // compute precision (/axes/dtypes; train: also config.dtype)
   GraphStats stats;
   std::string fingerprint;
   int64_t analytic_bytes = 0;
   std::string skip_reason;  // non-empty: recorded as skipped, not run
-  TrainConfig config;       // model and training configuration of this point (kinds model and train), device included
+  // Model and training configuration of this point, device included (the timing kinds use its model fields,
+  // batch, threads, dtype and seed too).
+  TrainConfig config;
+
+  const std::string& pattern() const { return config.model.pattern; }
+  const Params& params() const { return config.model.pattern_params; }  // resolved (solved parameter included)
+  const std::string& attention() const { return config.model.attention; }  // graph | dense | dense_naive
+  int64_t length() const { return config.model.context; }  // tokens per sequence (train: context)
+  bool causal() const { return config.model.causal; }
+  int64_t batch() const { return config.batch; }
+  int64_t threads() const { return config.threads; }
+  const std::string& dtype() const { return config.dtype; }  // compute precision (/axes/dtypes; train: /train/dtype)
+  int64_t seed() const { return config.seed; }  // train: /axes/seeds or /seed; timing kinds: /seed
 };
 
 // Solves the integer value of `param` in [lo, hi] whose graph's mean token in-degree is closest
@@ -143,6 +151,12 @@ std::vector<Point> expand_scenario(const Scenario& s, bool build_graphs = true);
 
 // The record fields that describe a point (axis values, graph statistics, analytic memory).
 json point_to_json(const Scenario& s, const Point& p);
+
+// A point as a sweep hands it to a child process (`run-point`): its identity and its config as recorded, so the
+// child needs no expansion (no degree search, no graph built for statistics) and no second serialisation.
+json point_handoff_json(const Point& p);
+// Reads it back; throws sb::Error naming `file` and the field.
+Point point_from_handoff(const json& handoff, const std::string& file);
 
 // Graph export in the format of `sparsebench pattern --export` (see PATTERNS.md).
 json graph_export_json(const std::string& name, const Params& params, const Graph& g);

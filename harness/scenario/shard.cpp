@@ -89,12 +89,12 @@ ShardSpec parse_shard(const std::string& text, const EnvFn& env) {
 
 double point_cost(const Scenario& s, const Point& p) {
   if (!p.skip_reason.empty()) return 0.0;
-  const double b = static_cast<double>(p.batch), t = static_cast<double>(p.length);
+  const double b = static_cast<double>(p.batch()), t = static_cast<double>(p.length());
   const double nodes = static_cast<double>(p.stats.n_nodes);
   // The dense op computes every pair even when causal.
-  const double pairs = is_dense_attention(p.attention) ? t * t : static_cast<double>(p.stats.n_edges);
+  const double pairs = is_dense_attention(p.attention()) ? t * t : static_cast<double>(p.stats.n_edges);
   const bool backward = p.mode != "forward";
-  if (s.kind == "attention") {
+  if (s.kind == ScenarioKind::attention) {
     const double pass = 4.0 * pairs * b * static_cast<double>(s.attention.heads * s.attention.head_dim);
     return (backward ? 3.5 : 1.0) * pass * static_cast<double>(s.warmup + s.repeats);
   }
@@ -102,7 +102,7 @@ double point_cost(const Scenario& s, const Point& p) {
   const double d = static_cast<double>(m.dim), f = static_cast<double>(m.ffn);
   const double layer = nodes * 2.0 * (4.0 * d * d + 2.0 * d * f) + 4.0 * pairs * d;
   const double forward = b * (static_cast<double>(m.layers) * layer + t * 2.0 * 256.0 * d);
-  if (s.kind == "model") return (backward ? 3.0 : 1.0) * forward * static_cast<double>(s.warmup + s.repeats);
+  if (s.kind == ScenarioKind::model) return (backward ? 3.0 : 1.0) * forward * static_cast<double>(s.warmup + s.repeats);
   return 3.0 * forward * static_cast<double>(p.config.steps);
 }
 

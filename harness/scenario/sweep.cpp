@@ -91,10 +91,12 @@ void run_in_processes(const Scenario& s, const std::vector<const Point*>& runnab
   while ((next < runnable.size() || !live.empty()) && StopSignals::received() == 0) {
     while (static_cast<int64_t>(live.size()) < jobs && next < runnable.size()) {
       const Point& p = *runnable[next++];
+      const int64_t threads = point_threads(p, jobs, cpu_budget);
+      Point handed = p;
+      handed.config.threads = threads;
+      write_file_atomic(point_handoff_path(opt.run_dir, p.index), point_handoff_json(handed).dump() + "\n");
       std::vector<std::string> argv = opt.point_command;
-      for (std::string& a : point_command_args(opt.run_dir, p, point_threads(p, jobs, cpu_budget))) {
-        argv.push_back(std::move(a));
-      }
+      for (std::string& a : point_command_args(opt.run_dir, p, threads)) argv.push_back(std::move(a));
       const pid_t pid = start_point_process(argv, point_log_path(opt.run_dir, p.index));
       live[pid] = Live{&p, clock::now(), base_record(p)};
       running = static_cast<int64_t>(live.size());
@@ -183,37 +185,24 @@ void print_points(const Scenario& s, const std::vector<Point>& points) {
     std::string degree = fmt::format("{:.1f}", p.stats.token_in_degree_mean);
     if (p.degree_target) degree = fmt::format("{:.1f}->{}", *p.degree_target, degree);
     // A seeded training point shows its seed beside its mode.
-    const std::string mode = p.id == p.config_id ? p.mode : fmt::format("{} seed={}", p.mode, p.seed);
-    fmt::print("{:>5}  {:<28} {:>7} {:>6} {:>6} {:>4} {:<16} {:>9} {:>9.1f}Mi  {}\n", p.index, p.label, p.length,
-               p.batch, p.causal ? "yes" : "no", p.threads, mode, degree,
+    const std::string mode = p.id == p.config_id ? p.mode : fmt::format("{} seed={}", p.mode, p.seed());
+    fmt::print("{:>5}  {:<28} {:>7} {:>6} {:>6} {:>4} {:<16} {:>9} {:>9.1f}Mi  {}\n", p.index, p.label, p.length(),
+               p.batch(), p.causal() ? "yes" : "no", p.threads(), mode, degree,
                static_cast<double>(p.analytic_bytes) / (1024.0 * 1024.0), skip ? "skip: " + p.skip_reason : "run");
   }
   // A training point is one run of the trainer: repeats and warm-up do not apply.
   const std::string timing =
-      s.kind == "train" ? "one training run each" : fmt::format("{} repeats after {} warm-up", s.repeats, s.warmup);
+      s.kind == ScenarioKind::train ? "one training run each" : fmt::format("{} repeats after {} warm-up", s.repeats, s.warmup);
   fmt::print("{}: {} points, {} to run, {} skipped (kind {}, {})\n", s.name, points.size(), points.size() - skipped,
-             skipped, s.kind, timing);
+             skipped, kind_name(s.kind), timing);
 }
 
-SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, const SweepOptions& opt,
-                       const MeasureFn& measure) {
-  SweepSummary sum;
-  sum.total = static_cast<int64_t>(points.size());
-  const fs::path dir(opt.run_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create the run directory: {}", opt.run_dir, ec.message()));
-  // One writer per run directory, held until the sweep returns: taken before anything is read, replaced or appended.
-  const RunDirLock lock(opt.run_dir, "run directory");
-  if (lock.taken_over().pid != 0) {
-    fmt::print(stderr, "note: {}: taking over the lock of pid {} on host {}, which ended without releasing it\n",
-               lock.path(), lock.taken_over().pid, lock.taken_over().host);
-  }
-  const std::string records_path = (dir / "records.jsonl").string();
-  const int64_t jobs = std::max<int64_t>(1, opt.jobs);
-  const int64_t cpu_budget = opt.cpu_budget > 0 ? opt.cpu_budget : available_cpus();
-  if (jobs > 1 && opt.point_command.empty()) throw Error("internal: --jobs above 1 needs the point command");
+namespace {
 
+// --overwrite clears the run; --resume reads which points are recorded already (returned); otherwise a run
+// directory that holds records is refused.
+std::set<std::string> prepare_records(const fs::path& dir, const std::string& records_path, const SweepOptions& opt) {
+  std::error_code ec;
   std::set<std::string> done;
   if (opt.overwrite && !opt.resume) {
     // train/ too: a point finds its checkpoint there and would continue the replaced run's training.
@@ -233,8 +222,12 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
                             "it, or choose another --out",
                             records_path));
   }
+  return done;
+}
 
-  // run.json: provenance; a resume keeps the original and notes when it resumed.
+// run.json: provenance; a resume keeps the original and notes when it resumed (refusing another shard or changed
+// settings unless allowed).
+void write_run_json(const fs::path& dir, const Scenario& s, const SweepOptions& opt, int64_t jobs, int64_t total) {
   const std::string run_json_path = (dir / "run.json").string();
   json run;
   bool have_run = false;
@@ -271,35 +264,85 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
     run["scenario_file"] = s.file;
     run["scenario"] = s.doc;
     run["scenario_sha256"] = sha256_hex(s.doc.dump());
-    run["kind"] = s.kind;
+    run["kind"] = kind_name(s.kind);
     run["started"] = utc_iso();
-    run["points"] = sum.total;
+    run["points"] = total;
     run["jobs"] = jobs;
     if (!opt.shard.is_null()) run["shard"] = opt.shard;
     if (!opt.scenario_point_ids.empty()) run["point_ids"] = opt.scenario_point_ids;
   }
   write_file_atomic(run_json_path, run.dump(2) + "\n");
+}
 
-  if (opt.export_graphs) {
-    // One picture source per distinct graph at n = 64.
-    fs::create_directories(dir / "graphs", ec);
-    std::set<std::string> written;
-    for (const Point& p : points) {
-      if (p.attention != "graph" || !p.skip_reason.empty()) continue;
-      std::string file = p.pattern;
-      for (const auto& [k, v] : p.params) file += fmt::format("-{}{}", k, v);
-      file += p.causal ? "-causal" : "-bidir";
-      if (!written.insert(file).second) continue;
-      const fs::path out = dir / "graphs" / (file + ".json");
-      if (fs::exists(out)) continue;
-      try {
-        const Graph g = build_pattern(p.pattern, 64, p.causal, p.params);
-        write_file_atomic(out.string(), graph_export_json(p.pattern, p.params, g).dump() + "\n");
-      } catch (const Error& e) {
-        fmt::print(stderr, "note: no n=64 picture for {}: {}\n", file, e.what());
-      }
+// One picture source per distinct graph at n = 64 (graphs/*.json, for the pattern figures).
+void export_graph_pictures(const fs::path& dir, const std::vector<Point>& points) {
+  std::error_code ec;
+  fs::create_directories(dir / "graphs", ec);
+  std::set<std::string> written;
+  for (const Point& p : points) {
+    if (p.attention() != "graph" || !p.skip_reason.empty()) continue;
+    std::string file = p.pattern();
+    for (const auto& [k, v] : p.params()) file += fmt::format("-{}{}", k, v);
+    file += p.causal() ? "-causal" : "-bidir";
+    if (!written.insert(file).second) continue;
+    const fs::path out = dir / "graphs" / (file + ".json");
+    if (fs::exists(out)) continue;
+    try {
+      // Through the store: a point at n = 64 has built this graph already.
+      const auto g = shared_pattern_graph(p.pattern(), 64, p.causal(), p.params());
+      write_file_atomic(out.string(), graph_export_json(p.pattern(), p.params(), *g).dump() + "\n");
+    } catch (const Error& e) {
+      fmt::print(stderr, "note: no n=64 picture for {}: {}\n", file, e.what());
     }
   }
+}
+
+// The progress line's account of a finished point: its quality and speed, or why it did not run.
+std::string progress_detail(const std::string& status, const json& record) {
+  std::string detail;
+  if (status == "ok" && record.contains("tokens_per_s")) {
+    detail = fmt::format("{:.0f} tok/s", record["tokens_per_s"].get<double>());
+    if (record.contains("peak_bytes") && record["peak_bytes"].is_number()) {
+      detail += fmt::format(", peak {:.1f} MiB", record["peak_bytes"].get<double>() / (1024.0 * 1024.0));
+    }
+    // Training points: the quality first.
+    for (const char* split : {"test_bpc", "valid_bpc", "test_accuracy"}) {  // prepended, so valid comes first
+      if (record.contains(split) && record[split].is_number()) {
+        detail = fmt::format("{} {:.3f}, ", split, record[split].get<double>()) + detail;
+      }
+    }
+  } else if (record.contains("reason")) {
+    detail = record["reason"].get<std::string>();
+  }
+  return detail;
+}
+
+}  // namespace
+
+SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, const SweepOptions& opt,
+                       const MeasureFn& measure) {
+  SweepSummary sum;
+  sum.total = static_cast<int64_t>(points.size());
+  const fs::path dir(opt.run_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create the run directory: {}", opt.run_dir, ec.message()));
+  // One writer per run directory, held until the sweep returns: taken before anything is read, replaced or appended.
+  const RunDirLock lock(opt.run_dir, "run directory");
+  if (lock.taken_over().pid != 0) {
+    fmt::print(stderr, "note: {}: taking over the lock of pid {} on host {}, which ended without releasing it\n",
+               lock.path(), lock.taken_over().pid, lock.taken_over().host);
+  }
+  const std::string records_path = (dir / "records.jsonl").string();
+  const int64_t jobs = std::max<int64_t>(1, opt.jobs);
+  const int64_t cpu_budget = opt.cpu_budget > 0 ? opt.cpu_budget : available_cpus();
+  if (jobs > 1 && opt.point_command.empty()) throw Error("internal: --jobs above 1 needs the point command");
+
+  const std::set<std::string> done = prepare_records(dir, records_path, opt);
+
+  write_run_json(dir, s, opt, jobs, sum.total);
+
+  if (opt.export_graphs) export_graph_pictures(dir, points);
 
   std::vector<const Point*> runnable;
   for (const Point& p : points) {
@@ -342,24 +385,10 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
     const double eta = ran > 0 ? point_seconds / static_cast<double>(ran) * static_cast<double>(remaining) /
                                      static_cast<double>(std::max<int64_t>(1, std::min(running_max, remaining)))
                                : -1.0;
-    std::string detail;
-    if (status == "ok" && record.contains("tokens_per_s")) {
-      detail = fmt::format("{:.0f} tok/s", record["tokens_per_s"].get<double>());
-      if (record.contains("peak_bytes") && record["peak_bytes"].is_number()) {
-        detail += fmt::format(", peak {:.1f} MiB", record["peak_bytes"].get<double>() / (1024.0 * 1024.0));
-      }
-      // Training points: the quality first.
-      for (const char* split : {"test_bpc", "valid_bpc", "test_accuracy"}) {  // prepended, so valid comes first
-        if (record.contains(split) && record[split].is_number()) {
-          detail = fmt::format("{} {:.3f}, ", split, record[split].get<double>()) + detail;
-        }
-      }
-    } else if (record.contains("reason")) {
-      detail = record["reason"].get<std::string>();
-    }
-    const int64_t t = record.contains("threads_used") ? record["threads_used"].get<int64_t>() : p.threads;
+    const std::string detail = progress_detail(status, record);
+    const int64_t t = record.contains("threads_used") ? record["threads_used"].get<int64_t>() : p.threads();
     fmt::print("[{}/{}] {} n={} b={} {}{} t={} -> {} {} | {}elapsed {}, ETA {}\n", seen + sum.already, sum.total,
-               p.label, p.length, p.batch, p.mode, p.causal ? " causal" : "", t, status, detail,
+               p.label, p.length(), p.batch(), p.mode, p.causal() ? " causal" : "", t, status, detail,
                jobs > 1 ? fmt::format("running {}, ", running) : "", format_duration(elapsed),
                remaining > 0 ? format_duration(eta) : "0m00s");
     if (record.value("busy_machine", false)) {
@@ -431,7 +460,7 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
 }
 
 int64_t point_threads(const Point& p, int64_t jobs, int64_t cpu_budget) {
-  if (p.threads > 0) return p.threads;
+  if (p.threads() > 0) return p.threads();
   // A data-parallel training point runs nproc ranks, and threads are per rank: they split the point's share.
   const int64_t ranks = std::max<int64_t>(1, p.config.nproc);
   return std::max<int64_t>(1, cpu_budget / std::max<int64_t>(1, jobs) / ranks);
@@ -443,6 +472,10 @@ std::string point_scenario_path(const std::string& run_dir) {
 
 std::string point_result_path(const std::string& run_dir, int64_t index) {
   return (fs::path(run_dir) / ".points" / fmt::format("{:04}.json", index)).string();
+}
+
+std::string point_handoff_path(const std::string& run_dir, int64_t index) {
+  return (fs::path(run_dir) / ".points" / fmt::format("{:04}.point.json", index)).string();
 }
 
 std::string point_log_path(const std::string& run_dir, int64_t index) {

@@ -50,10 +50,12 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
 // else an equal share (at least 1), split between the ranks of a data-parallel training point (threads per rank).
 int64_t point_threads(const Point& p, int64_t jobs, int64_t cpu_budget);
 
-// Files of the point processes under a run directory: the scenario they expand (written by run_sweep), each point's
-// result fields (written by the point process, appended to records.jsonl by the sweep) and its output.
+// Files of the point processes under a run directory: the scenario (written by run_sweep), each point as handed over,
+// its result fields (written by the point process, appended to records.jsonl by the sweep) and its output.
 std::string point_scenario_path(const std::string& run_dir);
 std::string point_result_path(const std::string& run_dir, int64_t index);
+// Where the sweep hands point `index` to its child process (point_handoff_json).
+std::string point_handoff_path(const std::string& run_dir, int64_t index);
 std::string point_log_path(const std::string& run_dir, int64_t index);
 
 // Arguments after point_command for one point: --run-dir DIR --index I --id ID --threads T.

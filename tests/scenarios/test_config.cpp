@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "harness/lm/config.h"
 #include "harness/scenario/scenario.h"
+#include "tests/scenarios/error_of.h"
 
 using namespace sb;
 
@@ -28,6 +29,65 @@ json other_value(const FieldSpec& f) {
       return v;
     }
   }
+}
+
+// Every field at a value other than its default survives the recorded form and its settings (how a sweep hands a
+// point to a child process and `train --nproc` hands the config to its ranks); a missing or bad field is named.
+TEST(ConfigFields, RecordedConfigReadsBack) {
+  TrainConfig c;
+  for (const FieldSpec& f : config_fields()) {
+    if (f.type != FieldType::params) f.set(c, other_value(f));
+  }
+  c.model.pattern_params = {{"k", 3}};
+  c.model.attention = "graph";  // the dense baselines record no pattern (below)
+  const TrainConfig back = train_config_from_json(train_config_json(c), train_settings_json(c), "handoff.json");
+  for (const FieldSpec& f : config_fields()) EXPECT_EQ(f.get(back), f.get(c)) << f.key;
+  // Unset texts (no data file, the default task distances) stay unset.
+  const TrainConfig plain;
+  const TrainConfig plain_back = train_config_from_json(train_config_json(plain), train_settings_json(plain), "p.json");
+  EXPECT_EQ(plain_back.data, "");
+  EXPECT_EQ(plain_back.task_distances, "");
+  TrainConfig dense;
+  dense.model.attention = "dense_naive";
+  const TrainConfig dense_back = train_config_from_json(train_config_json(dense), train_settings_json(dense), "d.json");
+  EXPECT_EQ(dense_back.model.attention, "dense_naive");
+  EXPECT_EQ(dense_back.model.pattern, "dense");
+  EXPECT_EQ(train_config_json(dense_back), train_config_json(dense));
+
+  json recorded = train_config_json(c);
+  recorded["model"].erase("dim");
+  EXPECT_EQ(sb::test::error_of([&] { train_config_from_json(recorded, train_settings_json(c), "h.json"); }),
+            "h.json: /config/model/dim: missing");
+  recorded = train_config_json(c);
+  recorded["batch"] = 0;
+  EXPECT_EQ(sb::test::error_of([&] { train_config_from_json(recorded, train_settings_json(c), "h.json"); }),
+            "h.json: /config/batch: expected an integer in [1, 65536]");
+  json settings = train_settings_json(c);
+  settings["quiet"] = "yes";
+  EXPECT_NE(sb::test::error_of([&] { train_config_from_json(train_config_json(c), settings, "h.json"); })
+                .find("h.json: /settings/quiet: "),
+            std::string::npos);
+}
+
+// A point handed to a child process is the point the sweep expanded: identity, axis values and config.
+TEST(ConfigFields, PointHandoffRoundTrips) {
+  const json doc = json::parse(R"({"kind": "train", "train": {"data": "enwik8", "steps": 7},
+                                   "axes": {"patterns": [{"name": "bpt", "degree": 12}], "lengths": [128],
+                                            "seeds": [4, 5], "threads": 1}})");
+  const std::vector<Point> points = expand_scenario(scenario_from_json(doc, "handoff.json"));
+  ASSERT_EQ(points.size(), 2u);
+  const Point& p = points[1];
+  const Point q = point_from_handoff(json::parse(point_handoff_json(p).dump()), "p.json");
+  EXPECT_EQ(q.index, p.index);
+  EXPECT_EQ(q.id, p.id);
+  EXPECT_EQ(q.config_id, p.config_id);
+  EXPECT_EQ(q.label, p.label);
+  EXPECT_EQ(q.mode, p.mode);
+  EXPECT_EQ(q.params(), p.params());  // the solved k, not searched again
+  EXPECT_EQ(q.seed(), 5);
+  EXPECT_EQ(train_config_json(q.config), train_config_json(p.config));
+  EXPECT_EQ(sb::test::error_of([] { point_from_handoff(json::object(), "p.json"); }),
+            "p.json: /index: missing or of the wrong type");
 }
 
 TEST(ConfigFields, RoundTripCliRecordScenario) {

@@ -31,16 +31,16 @@ TEST(Expand, CountsTheProductOfAxes) {
   std::set<std::string> ids;
   for (const Point& p : pts) {
     ids.insert(p.id);
-    EXPECT_EQ(p.batch, 64 / p.length);
+    EXPECT_EQ(p.batch(), 64 / p.length());
     EXPECT_TRUE(p.skip_reason.empty()) << p.skip_reason;
-    EXPECT_EQ(p.stats.n_tokens, p.length);
+    EXPECT_EQ(p.stats.n_tokens, p.length());
     EXPECT_GT(p.analytic_bytes, 0);
     EXPECT_EQ(p.index, static_cast<int64_t>(&p - pts.data()));
   }
   EXPECT_EQ(ids.size(), pts.size());
   // Graph-defining axes are outermost: the first points share the first window graph.
-  EXPECT_EQ(pts[0].params.at("w"), 4);
-  EXPECT_EQ(pts[0].length, 16);
+  EXPECT_EQ(pts[0].params().at("w"), 4);
+  EXPECT_EQ(pts[0].length(), 16);
   EXPECT_EQ(pts[1].mode, "forward_backward");
   EXPECT_EQ(pts[0].label, "window(w=4)");
   EXPECT_EQ(pts.back().label, "dense [dense op]");
@@ -58,7 +58,7 @@ TEST(Expand, DenseBaselinesAreTwoSeries) {
   ASSERT_EQ(pts.size(), 2u);
   EXPECT_EQ(pts[0].label, "dense [dense op]");
   EXPECT_EQ(pts[1].label, "dense [dense naive]");
-  EXPECT_EQ(pts[1].attention, "dense_naive");
+  EXPECT_EQ(pts[1].attention(), "dense_naive");
   EXPECT_EQ(pts[1].stats.n_tokens, 1024);
   // forward: q, k, v, o of 1024 x 8 x 64 floats, plus 2 x 1024^2 floats per head when scores are materialised
   const int64_t io = 4 * 4 * 1024 * 8 * 64, scores = 4 * 8 * 2 * 1024 * 1024;
@@ -79,9 +79,9 @@ TEST(Expand, SeedsAxisRepeatsEveryConfigurationPerSeed) {
   std::set<std::string> ids, configs;
   for (size_t i = 0; i < pts.size(); ++i) {
     const Point& p = pts[i];
-    EXPECT_EQ(p.seed, i < 3 ? 7 : 3);
-    EXPECT_EQ(p.config.seed, p.seed);
-    EXPECT_EQ(p.id, p.config_id + "/seed=" + std::to_string(p.seed));
+    EXPECT_EQ(p.seed(), i < 3 ? 7 : 3);
+    EXPECT_EQ(p.config.seed, p.seed());
+    EXPECT_EQ(p.id, p.config_id + "/seed=" + std::to_string(p.seed()));
     EXPECT_EQ(p.index, static_cast<int64_t>(i));
     EXPECT_EQ(p.config_id, pts[i % 3].config_id);
     EXPECT_EQ(p.label, pts[i % 3].label);
@@ -99,7 +99,7 @@ TEST(Expand, SeedsAxisRepeatsEveryConfigurationPerSeed) {
   ASSERT_EQ(plain.size(), 1u);
   EXPECT_EQ(plain[0].id, plain[0].config_id);
   EXPECT_EQ(plain[0].id.find("seed"), std::string::npos);
-  EXPECT_EQ(plain[0].seed, 9);
+  EXPECT_EQ(plain[0].seed(), 9);
   EXPECT_EQ(plain[0].config.seed, 9);
 }
 
@@ -110,8 +110,8 @@ TEST(Expand, DtypesAxisSetsPrecisionPerPoint) {
       "axes": {"patterns": [{"name": "star"}], "lengths": [50], "batch": 3, "dtypes": ["float32", "bfloat16"]}})");
   const auto pts = expand_scenario(s);
   ASSERT_EQ(pts.size(), 2u);
-  EXPECT_EQ(pts[0].dtype, "float32");
-  EXPECT_EQ(pts[1].dtype, "bfloat16");
+  EXPECT_EQ(pts[0].dtype(), "float32");
+  EXPECT_EQ(pts[1].dtype(), "bfloat16");
   EXPECT_EQ(pts[0].label, "star [float32]");
   EXPECT_EQ(pts[1].label, "star [bfloat16]");
   EXPECT_EQ(pts[1].id, pts[0].id.substr(0, pts[0].id.size() - 7) + "bfloat16");
@@ -130,7 +130,7 @@ TEST(Expand, DtypesAxisSetsPrecisionPerPoint) {
   const auto plain = expand_scenario(make(R"({"kind": "train", "train": {"dtype": "bfloat16"},
       "axes": {"patterns": [{"name": "bpt", "k": 2}], "lengths": [64]}})"));
   ASSERT_EQ(plain.size(), 1u);
-  EXPECT_EQ(plain[0].dtype, "bfloat16");
+  EXPECT_EQ(plain[0].dtype(), "bfloat16");
   EXPECT_EQ(plain[0].config.dtype, "bfloat16");
   EXPECT_EQ(plain[0].id.find("dtype"), std::string::npos);
   EXPECT_EQ(plain[0].label, "bpt(k=2)");
@@ -140,8 +140,8 @@ TEST(Expand, BatchIsAtLeastOne) {
   const Scenario s = make(R"({"kind": "attention", "axes": {"patterns": [{"name": "dense"}],
       "lengths": [8, 100], "tokens": 64}})");
   const auto pts = expand_scenario(s);
-  EXPECT_EQ(pts[0].batch, 8);
-  EXPECT_EQ(pts[1].batch, 1);
+  EXPECT_EQ(pts[0].batch(), 8);
+  EXPECT_EQ(pts[1].batch(), 1);
 }
 
 // Training points: the default batch (8), /train/batch, or tokens per step over the context.
@@ -150,7 +150,7 @@ TEST(Expand, TrainBatchSizing) {
   auto batches = [&](const std::string& extra_axes, const std::string& train) {
     const auto pts = expand_scenario(make(R"({"kind": "train", )" + std::string(axes) + extra_axes + "}" + train + "}"));
     std::vector<int64_t> out;
-    for (const Point& p : pts) out.push_back(p.batch);
+    for (const Point& p : pts) out.push_back(p.batch());
     return out;
   };
   EXPECT_EQ(batches("", ""), (std::vector<int64_t>{8, 8}));
@@ -206,8 +206,8 @@ TEST(EqualDegree, ExpansionRecordsTargetAndSolvedParameter) {
   EXPECT_EQ(*pts[0].degree_target, 5.0);
   EXPECT_EQ(pts[0].solved_param, "w");
   // Causal window of w at n=64: mean degree w - w(w-1)/(2*64); 9 is nearer w=10 (9.30) than w=9 (8.44).
-  EXPECT_EQ(pts[0].params.at("w"), 5);
-  EXPECT_EQ(pts[1].params.at("w"), 10);
+  EXPECT_EQ(pts[0].params().at("w"), 5);
+  EXPECT_EQ(pts[1].params().at("w"), 10);
   EXPECT_NEAR(pts[0].stats.token_in_degree_mean, degree("window", 64, true, {{"w", 5}}), 1e-12);
   const json r = point_to_json(s, pts[0]);
   EXPECT_EQ(r["degree_target"], 5.0);
@@ -261,7 +261,7 @@ TEST(Expand, ModelAnalyticMemoryGrowsWithBackward) {
       "modes": ["forward", "forward_backward"]}})");
   const auto pts = expand_scenario(s);
   EXPECT_GT(pts[1].analytic_bytes, pts[0].analytic_bytes);
-  EXPECT_EQ(pts[0].batch, 4);
+  EXPECT_EQ(pts[0].batch(), 4);
 }
 
 // Threads of a point under --jobs: its own axis value, else an equal share of the CPUs, split between the ranks of

@@ -29,7 +29,7 @@ Scenario scenario(const std::string& lengths = "[8, 16]") {
 
 // A deterministic stand-in for a measurement: a function of the point only.
 void fake_measure(const Scenario&, const Point& p, const std::string&, json& r) {
-  r["tokens_per_s"] = 100.0 * static_cast<double>(p.length) + static_cast<double>(p.stats.n_edges);
+  r["tokens_per_s"] = 100.0 * static_cast<double>(p.length()) + static_cast<double>(p.stats.n_edges);
 }
 
 // Runs the points of shard `index` of `count` into dir (all points when count is 0).
@@ -171,7 +171,7 @@ TEST(Merge, ConflictsDuplicatesAndRerunsOfFailedPoints) {
   // Different results for the same points: conflicts naming the point, both directories and the field.
   run_part(s, d.file("other"), 0, 0, [](const Scenario& sc, const Point& p, const std::string& dir, json& r) {
     fake_measure(sc, p, dir, r);
-    if (p.length == 16) r["tokens_per_s"] = 1.0;
+    if (p.length() == 16) r["tokens_per_s"] = 1.0;
   });
   rep = merge_runs({{d.file("a"), d.file("other")}, d.file("m2"), false});
   EXPECT_FALSE(rep.complete());
@@ -182,7 +182,7 @@ TEST(Merge, ConflictsDuplicatesAndRerunsOfFailedPoints) {
       << rep.conflicts[0];
   // A point that failed in one run and succeeded in another keeps the success, without a conflict.
   run_part(s, d.file("failing"), 0, 0, [](const Scenario& sc, const Point& p, const std::string& dir, json& r) {
-    if (p.length == 8) throw Error("simulated crash");
+    if (p.length() == 8) throw Error("simulated crash");
     fake_measure(sc, p, dir, r);
   });
   rep = merge_runs({{d.file("failing"), d.file("a")}, d.file("m3"), false});

@@ -120,8 +120,8 @@ TEST(Sweep, RecordsEveryPointAndSurvivesAFailingOne) {
   int calls = 0;
   auto measure = [&](const Scenario&, const Point& p, const std::string&, json& r) {
     ++calls;
-    if (p.label == "window(w=3)" && p.length == 16 && p.causal) throw Error("simulated out of memory");
-    r["tokens_per_s"] = 1000.0 * p.length;
+    if (p.label == "window(w=3)" && p.length() == 16 && p.causal()) throw Error("simulated out of memory");
+    r["tokens_per_s"] = 1000.0 * p.length();
   };
   SweepOptions opt;
   opt.run_dir = dir.file("run");
@@ -204,7 +204,7 @@ TEST(Sweep, OverBudgetPointsAreRecordedSkippedNotMeasured) {
   opt.run_dir = dir.file("run");
   const SweepSummary sum = run_sweep(s, expand_scenario(s), opt, [&](const Scenario&, const Point& p, const std::string&, json&) {
     ++calls;
-    EXPECT_EQ(p.length, 8);
+    EXPECT_EQ(p.length(), 8);
   });
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(sum.skipped, 1);

@@ -85,9 +85,9 @@ TEST(Shard, CostGrowsWithWorkAndSkippedPointsCostNothing) {
   for (const Point& p : pts) {
     for (const Point& q : pts) {
       // Same pattern: a longer context, or more edges at the same context, costs more.
-      if (p.skip_reason.empty() && q.skip_reason.empty() && p.pattern == q.pattern &&
-          ((p.params == q.params && p.length < q.length) ||
-           (p.length == q.length && p.stats.n_edges < q.stats.n_edges && p.stats.n_nodes == q.stats.n_nodes))) {
+      if (p.skip_reason.empty() && q.skip_reason.empty() && p.pattern() == q.pattern() &&
+          ((p.params() == q.params() && p.length() < q.length()) ||
+           (p.length() == q.length() && p.stats.n_edges < q.stats.n_edges && p.stats.n_nodes == q.stats.n_nodes))) {
         EXPECT_LT(cost[p.id], cost[q.id]) << p.id << " vs " << q.id;
       }
     }

@@ -653,7 +653,7 @@ json Training::run() {
 }  // namespace
 
 PreparedTraining prepare_training(const TrainConfig& cfg, torch::Device device, int threads,
-                                  const RankLayout& layout) {
+                                  const RankLayout& layout, const json* recorded) {
   PreparedTraining run;
   run.cfg = cfg;
   if (layout.distributed()) {
@@ -679,7 +679,7 @@ PreparedTraining prepare_training(const TrainConfig& cfg, torch::Device device, 
   run.device = device;
   run.threads = threads;
   if (!task.active()) run.data = shared_enwik8(run.cfg.data, min_data_bytes(run.cfg.model.context));
-  run.config = train_config_json(run.cfg);
+  run.config = recorded ? *recorded : train_config_json(run.cfg);
   return run;
 }
 

@@ -33,8 +33,9 @@ struct PreparedTraining {
 // Checks `cfg` against `layout` (a launcher's world size), reads the data file (once per process: shared_enwik8) and
 // serialises the config, for a caller that has resolved the device and set `threads` already (the scenario runner).
 // Throws sb::Error before anything is written.
+// `recorded`, when given, is cfg's config as another process recorded it (a sweep's handoff), taken as is.
 PreparedTraining prepare_training(const TrainConfig& cfg, torch::Device device, int threads,
-                                  const RankLayout& layout = RankLayout{});
+                                  const RankLayout& layout = RankLayout{}, const nlohmann::json* recorded = nullptr);
 // The CLI's path: resolves the device (a rank's own GPU under a launcher) and sets the threads (0: the cores this
 // process may use, split between the ranks on this machine), then as above.
 PreparedTraining prepare_training(const TrainConfig& cfg, const RankLayout& layout = RankLayout{});

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -283,8 +284,14 @@ void measure_train(const PointContext& c, json& record) {
   const Point& p = c.p;
   const std::string out_dir = fmt::format("{}/train/{:04}", c.run_dir, p.index);
   // The config is serialised here once (or taken as the parent recorded it) and the data read once per process.
-  PreparedTraining run = prepare_training(train_config_for_point(p, out_dir), c.device, c.threads);
-  if (c.recorded_config) run.config = *c.recorded_config;
+  // A handed point's recorded config lacks only where this run writes.
+  std::optional<json> handed;
+  if (c.recorded_config) {
+    handed = *c.recorded_config;
+    (*handed)["out_dir"] = out_dir;
+  }
+  PreparedTraining run = prepare_training(train_config_for_point(p, out_dir), c.device, c.threads, RankLayout{},
+                                          handed ? &*handed : nullptr);
   const bool quiet = run.cfg.quiet;
   const json src = find_reusable_run(run, c.s.reuse_runs);
   if (!src.is_null()) {

@@ -44,6 +44,26 @@ Graph build_csr_graph(int64_t n_tokens, bool causal, std::vector<NodeInfo> nodes
                         std::move(rel));
 }
 
+// One row's sources as a fill function writes them (ascending, with their relation ids), or only their count in the
+// degree pass (col null), so that one row function serves both passes of build_csr_graph.
+class RowSink {
+ public:
+  RowSink(int32_t* col, uint16_t* rel) : col_(col), rel_(rel) {}
+  void put(int64_t src, uint16_t r) {
+    if (col_ != nullptr) {
+      col_[n_] = static_cast<int32_t>(src);
+      rel_[n_] = r;
+    }
+    ++n_;
+  }
+  int64_t count() const { return n_; }
+
+ private:
+  int32_t* col_;
+  uint16_t* rel_;
+  int64_t n_ = 0;
+};
+
 // The distance relations (ids 0..2*kDistClip) followed by `extra` named relations.
 inline std::vector<std::string> dist_relations_plus(const std::vector<std::string>& extra) {
   std::vector<std::string> names;

@@ -27,30 +27,23 @@ class HierarchicalPattern : public AttentionPattern {
     const uint16_t sentence_rel = detail::extra_relation_id(0);  // token <-> its sentence node
     const uint16_t document_rel = detail::extra_relation_id(1);  // sentence node <- sentence node
     auto row = [n, s, n_sent, causal, sentence_rel, document_rel](int64_t u, int32_t* col, uint16_t* rel) -> int64_t {
-      int64_t c = 0;
-      auto put = [&](int64_t src, uint16_t r) {
-        if (col != nullptr) {
-          col[c] = static_cast<int32_t>(src);
-          rel[c] = r;
-        }
-        ++c;
-      };
+      detail::RowSink out(col, rel);
       if (u < n) {
         const int64_t t = u / s;
         const int64_t hi = causal ? u : std::min(n, (t + 1) * s) - 1;
-        for (int64_t j = t * s; j <= hi; ++j) put(j, dist_relation_id(u - j));
+        for (int64_t j = t * s; j <= hi; ++j) out.put(j, dist_relation_id(u - j));
         if (causal) {
           // Only sentences that end before u: every earlier sentence.
-          for (int64_t v = 0; v < t; ++v) put(n + v, sentence_rel);
+          for (int64_t v = 0; v < t; ++v) out.put(n + v, sentence_rel);
         } else {
-          put(n + t, sentence_rel);
+          out.put(n + t, sentence_rel);
         }
-        return c;
+        return out.count();
       }
       const int64_t t = u - n;
-      for (int64_t j = t * s; j <= std::min(n, (t + 1) * s) - 1; ++j) put(j, sentence_rel);
-      for (int64_t v = 0; v <= (causal ? t : n_sent - 1); ++v) put(n + v, document_rel);
-      return c;
+      for (int64_t j = t * s; j <= std::min(n, (t + 1) * s) - 1; ++j) out.put(j, sentence_rel);
+      for (int64_t v = 0; v <= (causal ? t : n_sent - 1); ++v) out.put(n + v, document_rel);
+      return out.count();
     };
     return detail::build_csr_graph(
         n, causal, std::move(nodes), detail::dist_relations_plus({"sentence", "document"}),

@@ -26,27 +26,20 @@ class LongformerPattern : public AttentionPattern {
     const uint16_t global_rel = detail::extra_relation_id(0);
     // Edges to or from a global token are labelled `global` (self-loops keep dist:0).
     auto row = [=](int64_t i, int32_t* col, uint16_t* rel) -> int64_t {
-      int64_t c = 0;
-      auto put = [&](int64_t j, uint16_t r) {
-        if (col != nullptr) {
-          col[c] = static_cast<int32_t>(j);
-          rel[c] = r;
-        }
-        ++c;
-      };
+      detail::RowSink out(col, rel);
       const int64_t max_src = causal ? i : n - 1;
       if (i < g) {
-        for (int64_t j = 0; j <= max_src; ++j) put(j, j == i ? dist_relation_id(0) : global_rel);
-        return c;
+        for (int64_t j = 0; j <= max_src; ++j) out.put(j, j == i ? dist_relation_id(0) : global_rel);
+        return out.count();
       }
-      for (int64_t j = 0; j < g; ++j) put(j, global_rel);
+      for (int64_t j = 0; j < g; ++j) out.put(j, global_rel);
       const int64_t m_lo = std::max(causal ? -(w - 1) : -(w / 2), -(i / d));
       const int64_t m_hi = std::min(causal ? int64_t{0} : w / 2, (n - 1 - i) / d);
       for (int64_t m = m_lo; m <= m_hi; ++m) {
         const int64_t j = i + d * m;
-        if (j >= g) put(j, dist_relation_id(i - j));
+        if (j >= g) out.put(j, dist_relation_id(i - j));
       }
-      return c;
+      return out.count();
     };
     return detail::build_csr_graph(
         n, causal, detail::token_node_table(n), detail::dist_relations_plus({"global"}),

@@ -22,21 +22,16 @@ class StarPattern : public AttentionPattern {
     const int32_t relay = static_cast<int32_t>(n);
     const uint16_t relay_rel = detail::extra_relation_id(0);
     auto row = [n, relay, relay_rel](int64_t u, int32_t* col, uint16_t* rel) -> int64_t {
-      int64_t c = 0;
-      auto put = [&](int64_t src, uint16_t r) {
-        if (col != nullptr) {
-          col[c] = static_cast<int32_t>(src);
-          rel[c] = r;
-        }
-        ++c;
-      };
+      detail::RowSink out(col, rel);
       if (u == relay) {
-        for (int64_t j = 0; j <= n; ++j) put(j, relay_rel);  // every token, then itself
-        return c;
+        for (int64_t j = 0; j <= n; ++j) out.put(j, relay_rel);  // every token, then itself
+        return out.count();
       }
-      for (int64_t j = std::max<int64_t>(0, u - 1); j <= std::min(n - 1, u + 1); ++j) put(j, dist_relation_id(u - j));
-      put(relay, relay_rel);
-      return c;
+      for (int64_t j = std::max<int64_t>(0, u - 1); j <= std::min(n - 1, u + 1); ++j) {
+        out.put(j, dist_relation_id(u - j));
+      }
+      out.put(relay, relay_rel);
+      return out.count();
     };
     return detail::build_csr_graph(
         n, causal, std::move(nodes), detail::dist_relations_plus({"relay"}),

@@ -24,20 +24,13 @@ class StridedPattern : public AttentionPattern {
     auto row = [n, l, causal](int64_t i, int32_t* col, uint16_t* rel) -> int64_t {
       const int64_t lo = std::max<int64_t>(0, i - l + 1);
       const int64_t hi = causal ? i : std::min(n - 1, i + l - 1);
-      int64_t c = 0;
-      auto put = [&](int64_t j) {
-        if (col != nullptr) {
-          col[c] = static_cast<int32_t>(j);
-          rel[c] = dist_relation_id(i - j);
-        }
-        ++c;
-      };
-      for (int64_t j = i % l; j < lo; j += l) put(j);
-      for (int64_t j = lo; j <= hi; ++j) put(j);
+      detail::RowSink out(col, rel);
+      for (int64_t j = i % l; j < lo; j += l) out.put(j, dist_relation_id(i - j));
+      for (int64_t j = lo; j <= hi; ++j) out.put(j, dist_relation_id(i - j));
       if (!causal) {
-        for (int64_t j = i + l; j < n; j += l) put(j);
+        for (int64_t j = i + l; j < n; j += l) out.put(j, dist_relation_id(i - j));
       }
-      return c;
+      return out.count();
     };
     return detail::build_csr_graph(
         n, causal, detail::token_node_table(n), detail::dist_relations_plus({}),

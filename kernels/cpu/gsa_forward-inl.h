@@ -89,20 +89,11 @@ void forward_rows_t(const GsaParams& p, int64_t b, int64_t u0, int64_t u1, const
   T* m = acc + kGsaCpuRowGroup * H * D;
   T* l = m + kGsaCpuRowGroup * H;
   T* tab = l + kGsaCpuRowGroup * H;
-  T* o = static_cast<T*>(p.o);
-  T* lse = static_cast<T*>(p.lse);
   const auto run = [&](const RowGroup& grp) {
     forward_group<REL>(p, b, grp, m, l, acc, tab);
-    for (int i = 0; i < grp.n; ++i) {
-      const int64_t u = grp.u[i];
-      T* o_u = o + at(p.o_strides, b, u);
-      T* lse_u = lse + (b * p.N + u) * H;
-      for (int64_t h = 0; h < H; ++h) {
-        const GsaSoftmaxState<T> st{m[i * H + h], l[i * H + h]};
-        scale_copy(d, o_u + h * p.o_strides.head, acc + (i * H + h) * D, gsa_inv_norm(st), D);
-        lse_u[h] = gsa_lse(st);
-      }
-    }
+    finish_rows<T>(
+        p, b, grp, [&](int i, int64_t h) { return GsaSoftmaxState<T>{m[i * H + h], l[i * H + h]}; },
+        [&](int i, int64_t h, T* o_ih, T inv) { scale_copy(d, o_ih, acc + (i * H + h) * D, inv, D); });
   };
   for_wide_groups<T>(
       p, u0, u1, skip,

@@ -105,6 +105,24 @@ inline RowGroup single_row(int64_t u, int64_t e0, int64_t e1) {
   return grp;
 }
 
+// Writes o and lse of a group's finished rows, the same for every way a group runs: state(i, h) is row i's softmax
+// state of head h, and out(i, h, o_ih, inv) writes that row and head's accumulator times inv to o_ih.
+template <typename T, class G, class State, class Out>
+HWY_INLINE void finish_rows(const GsaParams& p, int64_t b, const G& grp, State&& state, Out&& out) {
+  T* o = static_cast<T*>(p.o);
+  T* lse = static_cast<T*>(p.lse);
+  for (int i = 0; i < grp.n; ++i) {
+    const int64_t u = grp.u[i];
+    T* o_u = o + at(p.o_strides, b, u);
+    T* lse_u = lse + (b * p.N + u) * p.H;
+    for (int64_t h = 0; h < p.H; ++h) {
+      const GsaSoftmaxState<T> st = state(i, h);
+      out(i, h, o_u + h * p.o_strides.head, gsa_inv_norm(st));
+      lse_u[h] = gsa_lse(st);
+    }
+  }
+}
+
 // For each edge offset `off` (a multiple of seg_len) below the group's longest row: gathers the segment at `off`
 // of every row i of the group into segs[i] (empty past a row's end), then calls f(off).
 template <typename T, typename Seg, typename F>

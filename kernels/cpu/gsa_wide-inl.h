@@ -343,18 +343,9 @@ bool forward_wide(const GsaParams& p, int64_t b, const WideGroup<T>& grp, int64_
       wide_axpy_rows<V>(d, ot + h * Dm * R, alpha, sc, ns, col.vp, h * p.v_strides.head, Dm);
     }
   }
-  T* o = static_cast<T*>(p.o);
-  T* lse = static_cast<T*>(p.lse);
-  for (int i = 0; i < grp.n; ++i) {
-    const int64_t u = grp.u[i];
-    T* o_u = o + at(p.o_strides, b, u);
-    T* lse_u = lse + (b * p.N + u) * H;
-    for (int64_t h = 0; h < H; ++h) {
-      const GsaSoftmaxState<T> st{m[h * R + i], l[h * R + i]};
-      wide_row_out<R>(ot + h * Dm * R, i, 1, Dm, gsa_inv_norm(st), o_u + h * p.o_strides.head, 0);
-      lse_u[h] = gsa_lse(st);
-    }
-  }
+  finish_rows<T>(
+      p, b, grp, [&](int i, int64_t h) { return GsaSoftmaxState<T>{m[h * R + i], l[h * R + i]}; },
+      [&](int i, int64_t h, T* o_ih, T inv) { wide_row_out<R>(ot + h * Dm * R, i, 1, Dm, inv, o_ih, 0); });
   return true;
 }
 

@@ -33,24 +33,21 @@ struct BackwardLayout {
 template <int P, typename T>
 __global__ void dq_kernel(GsaParams p, typename GsaAcc<T>::type* edge_ds, typename GsaAcc<T>::type* dq_pieces) {
   using A = typename GsaAcc<T>::type;
-  Task t;
-  if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
+  WarpTask<T> t(p);
+  if (!t.take(p, p.graph.rows, p.graph.row_ptr)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
-  const Arrays<T> in(p);
-  const int64_t row = (b * p.N + u) * p.H + h;
-  const A lse = in.lse[row];
-  const A delta = in.delta[row];
+  const auto [lse, delta] = row_stats(p, t.lse, t.delta, b, u, h);
   A qr[P], d_o[P], dq[P];
-  load_row<P>(qr, in.q + offset(p.q_strides, b, u, h), p.D, t.lane);
-  load_row<P>(d_o, in.d_o + offset(p.d_o_strides, b, u, h), p.D, t.lane);
+  load_row<P>(qr, t.q + offset(p.q_strides, b, u, h), p.D, t.lane);
+  load_row<P>(d_o, t.d_o + offset(p.d_o_strides, b, u, h), p.D, t.lane);
 #pragma unroll
   for (int i = 0; i < P; ++i) dq[i] = 0;
   for (int64_t e = t.e0; e < t.e1; ++e) {
     const int64_t src = p.graph.col[e];
-    const T* r = in.rel_emb != nullptr ? in.rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
-    const T* k_src = in.k + offset(p.k_strides, b, src, h);
-    const A pr = gsa_prob(edge_score<P>(qr, k_src, r, p.D, t.lane, in.scale), lse);
-    const A ds = gsa_dscore(pr, warp_dot<P>(d_o, in.v + offset(p.v_strides, b, src, h), p.D, t.lane), delta);
+    const T* r = t.rel_emb != nullptr ? t.rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
+    const T* k_src = t.k + offset(p.k_strides, b, src, h);
+    const A pr = gsa_prob(edge_score<P>(qr, k_src, r, p.D, t.lane, t.scale), lse);
+    const A ds = gsa_dscore(pr, warp_dot<P>(d_o, t.v + offset(p.v_strides, b, src, h), p.D, t.lane), delta);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int64_t d = t.lane + kWarp * i;
@@ -61,7 +58,7 @@ __global__ void dq_kernel(GsaParams p, typename GsaAcc<T>::type* edge_ds, typena
   if (t.piece >= 0) {
     store_row<P>(dq_pieces + ((t.piece * p.B + b) * p.H + h) * p.D, dq, A(1), p.D, t.lane);
   } else {
-    store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h), dq, in.scale, p.D, t.lane);
+    store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h), dq, t.scale, p.D, t.lane);
   }
 }
 
@@ -70,28 +67,27 @@ __global__ void dq_kernel(GsaParams p, typename GsaAcc<T>::type* edge_ds, typena
 template <int P, typename T>
 __global__ void dkv_kernel(GsaParams p, typename GsaAcc<T>::type* dkv_pieces) {
   using A = typename GsaAcc<T>::type;
-  Task t;
-  if (!scheduled_task(p, p.graph.srcs, p.graph.t_row_ptr, t)) return;
+  WarpTask<T> t(p);
+  if (!t.take(p, p.graph.srcs, p.graph.t_row_ptr)) return;
   const int64_t b = t.b, src = t.u, h = t.h;
-  const Arrays<T> in(p);
-  const T* k_src = in.k + offset(p.k_strides, b, src, h);
+  const T* k_src = t.k + offset(p.k_strides, b, src, h);
   A vr[P], dk[P], dv[P];
-  load_row<P>(vr, in.v + offset(p.v_strides, b, src, h), p.D, t.lane);
+  load_row<P>(vr, t.v + offset(p.v_strides, b, src, h), p.D, t.lane);
 #pragma unroll
   for (int i = 0; i < P; ++i) dk[i] = dv[i] = 0;
   for (int64_t j = t.e0; j < t.e1; ++j) {
     const int64_t u = p.graph.t_col[j];
     const int64_t e = p.graph.t_edge[j];
     const int64_t row = (b * p.N + u) * p.H + h;
-    const T* r = in.rel_emb != nullptr ? in.rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
+    const T* r = t.rel_emb != nullptr ? t.rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
     A qu[P], dou[P];
-    load_row<P>(qu, in.q + offset(p.q_strides, b, u, h), p.D, t.lane);
-    load_row<P>(dou, in.d_o + offset(p.d_o_strides, b, u, h), p.D, t.lane);
-    const A pr = gsa_prob(edge_score<P>(qu, k_src, r, p.D, t.lane, in.scale), in.lse[row]);
+    load_row<P>(qu, t.q + offset(p.q_strides, b, u, h), p.D, t.lane);
+    load_row<P>(dou, t.d_o + offset(p.d_o_strides, b, u, h), p.D, t.lane);
+    const A pr = gsa_prob(edge_score<P>(qu, k_src, r, p.D, t.lane, t.scale), t.lse[row]);
     A dp_part = 0;
 #pragma unroll
     for (int i = 0; i < P; ++i) dp_part += dou[i] * vr[i];
-    const A ds = gsa_dscore(pr, warp_sum(dp_part), in.delta[row]);
+    const A ds = gsa_dscore(pr, warp_sum(dp_part), t.delta[row]);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       dk[i] += ds * qu[i];
@@ -103,7 +99,7 @@ __global__ void dkv_kernel(GsaParams p, typename GsaAcc<T>::type* dkv_pieces) {
     store_row<P>(out, dk, A(1), p.D, t.lane);
     store_row<P>(out + p.D, dv, A(1), p.D, t.lane);
   } else {
-    store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h), dk, in.scale, p.D, t.lane);
+    store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h), dk, t.scale, p.D, t.lane);
     store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h), dv, A(1), p.D, t.lane);
   }
 }
@@ -126,50 +122,40 @@ __device__ __forceinline__ void sum_pieces(A (&sum)[P], const A* first, int64_t 
 template <int P, typename T>
 __global__ void dq_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dq_pieces) {
   using A = typename GsaAcc<T>::type;
-  const GsaScheduleView& s = p.graph.rows;
   MergeTask mt;
-  if (!merge_task(p, s, mt)) return;
-  const int64_t c0 = s.piece_ptr[mt.i];
+  if (!merge_task(p, p.graph.rows, mt)) return;
   A dq[P];
-  sum_pieces<P>(dq, dq_pieces + ((c0 * p.B + mt.b) * p.H + mt.h) * p.D, s.piece_ptr[mt.i + 1] - c0, p.B * p.H * p.D,
-                p.D, mt.lane);
-  store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, mt.b, s.split_rows[mt.i], mt.h), dq,
-               static_cast<A>(p.scale), p.D, mt.lane);
+  sum_pieces<P>(dq, dq_pieces + ((mt.c0 * p.B + mt.b) * p.H + mt.h) * p.D, mt.c1 - mt.c0, p.B * p.H * p.D, p.D,
+                mt.lane);
+  store_row<P>(static_cast<T*>(p.dq) + offset(p.dq_strides, mt.b, mt.u, mt.h), dq, static_cast<A>(p.scale), p.D,
+               mt.lane);
 }
 
 template <int P, typename T>
 __global__ void dkv_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* dkv_pieces) {
   using A = typename GsaAcc<T>::type;
-  const GsaScheduleView& s = p.graph.srcs;
   MergeTask mt;
-  if (!merge_task(p, s, mt)) return;
-  const int64_t c0 = s.piece_ptr[mt.i], n = s.piece_ptr[mt.i + 1] - c0, stride = p.B * p.H * 2 * p.D;
-  const A* first = dkv_pieces + ((c0 * p.B + mt.b) * p.H + mt.h) * 2 * p.D;
+  if (!merge_task(p, p.graph.srcs, mt)) return;
+  const int64_t n = mt.c1 - mt.c0, stride = p.B * p.H * 2 * p.D;
+  const A* first = dkv_pieces + ((mt.c0 * p.B + mt.b) * p.H + mt.h) * 2 * p.D;
   A dk[P], dv[P];
   sum_pieces<P>(dk, first, n, stride, p.D, mt.lane);
   sum_pieces<P>(dv, first + p.D, n, stride, p.D, mt.lane);
-  const int64_t src = s.split_rows[mt.i];
-  store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, mt.b, src, mt.h), dk, static_cast<A>(p.scale), p.D,
+  store_row<P>(static_cast<T*>(p.dk) + offset(p.dk_strides, mt.b, mt.u, mt.h), dk, static_cast<A>(p.scale), p.D,
                mt.lane);
-  store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, mt.b, src, mt.h), dv, A(1), p.D, mt.lane);
+  store_row<P>(static_cast<T*>(p.dv) + offset(p.dv_strides, mt.b, mt.u, mt.h), dv, A(1), p.D, mt.lane);
 }
 
 template <int L, typename T>
 __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
   constexpr int V = kVec<T>, G = kWarp / L, U = kDqUnroll;
-  Task t;
-  if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
+  GroupTask<L, T> t;
+  if (!t.take(p, p.graph.rows, p.graph.row_ptr)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
-  const Arrays<T> in(p);
-  const int64_t row = (b * p.N + u) * p.H + h;
-  const float lse = in.lse[row];
-  const float delta = in.delta[row];
-  const int lane = t.lane, g = lane / L, d0 = (lane % L) * V;
-  const T* k = in.k + offset(p.k_strides, b, 0, h);
-  const T* v = in.v + offset(p.v_strides, b, 0, h) + d0;
+  const auto [lse, delta] = row_stats(p, t.lse, t.delta, b, u, h);
   float qr[V], d_o[V], dq[V];
-  load_vec<T>(qr, in.q + offset(p.q_strides, b, u, h) + d0);
-  load_vec<T>(d_o, in.d_o + offset(p.d_o_strides, b, u, h) + d0);
+  load_vec<T>(qr, t.q + u * p.q_strides.node);
+  load_vec<T>(d_o, t.d_o + u * p.d_o_strides.node);
 #pragma unroll
   for (int i = 0; i < V; ++i) dq[i] = 0;
   for (int64_t base = t.e0; base < t.e1; base += G * U) {
@@ -178,10 +164,10 @@ __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
     float kr[U][V], vr[U][V], score[U], dp[U];
 #pragma unroll
     for (int j = 0; j < U; ++j) {
-      e[j] = step_edge<G>(base, g, j, t.e1, valid[j]);
+      e[j] = step_edge<G>(base, t.g, j, t.e1, valid[j]);
       const int64_t src = p.graph.col[e[j]];
-      key_slice<T>(kr[j], p, k + src * p.k_strides.node, e[j], d0);
-      load_vec<T>(vr[j], v + src * p.v_strides.node);
+      key_slice<T>(kr[j], p, t.k + src * p.k_strides.node, e[j], t.d0);
+      load_vec<T>(vr[j], t.v + src * p.v_strides.node);
     }
 #pragma unroll
     for (int j = 0; j < U; ++j) {
@@ -192,36 +178,32 @@ __global__ void dq_group_kernel(GsaParams p, float* edge_ds, float* dq_pieces) {
 #pragma unroll
     for (int j = 0; j < U; ++j) {
       if (!valid[j]) continue;
-      const float ds = gsa_dscore(gsa_prob(score[j] * in.scale, lse), dp[j], delta);
+      const float ds = gsa_dscore(gsa_prob(score[j] * t.scale, lse), dp[j], delta);
 #pragma unroll
       for (int i = 0; i < V; ++i) dq[i] += ds * kr[j][i];
-      if (edge_ds != nullptr && lane % L == 0) edge_ds[(b * p.graph.n_edges + e[j]) * p.H + h] = ds;
+      if (edge_ds != nullptr && t.lane % L == 0) edge_ds[(b * p.graph.n_edges + e[j]) * p.H + h] = ds;
     }
   }
   across_groups<L, V>(dq);
-  if (g != 0) return;
+  if (t.g != 0) return;
   if (t.piece >= 0) {
-    float* out = dq_pieces + ((t.piece * p.B + b) * p.H + h) * p.D + d0;
+    float* out = dq_pieces + ((t.piece * p.B + b) * p.H + h) * p.D + t.d0;
 #pragma unroll
     for (int i = 0; i < V; ++i) out[i] = dq[i];
   } else {
-    store_vec<T>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h) + d0, dq, in.scale);
+    store_vec<T>(static_cast<T*>(p.dq) + offset(p.dq_strides, b, u, h) + t.d0, dq, t.scale);
   }
 }
 
 template <int L, typename T>
 __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
   constexpr int V = kVec<T>, G = kWarp / L, U = kDkvUnroll;
-  Task t;
-  if (!scheduled_task(p, p.graph.srcs, p.graph.t_row_ptr, t)) return;
+  GroupTask<L, T> t;
+  if (!t.take(p, p.graph.srcs, p.graph.t_row_ptr)) return;
   const int64_t b = t.b, src = t.u, h = t.h;
-  const Arrays<T> in(p);
-  const int lane = t.lane, g = lane / L, d0 = (lane % L) * V;
-  const T* q = in.q + offset(p.q_strides, b, 0, h) + d0;
-  const T* d_o = in.d_o + offset(p.d_o_strides, b, 0, h) + d0;
-  const T* k_src = in.k + offset(p.k_strides, b, src, h);
+  const T* k_src = t.k + src * p.k_strides.node;
   float vr[V], dk[V], dv[V];
-  load_vec<T>(vr, in.v + offset(p.v_strides, b, src, h) + d0);
+  load_vec<T>(vr, t.v + src * p.v_strides.node);
 #pragma unroll
   for (int i = 0; i < V; ++i) dk[i] = dv[i] = 0;
   for (int64_t base = t.e0; base < t.e1; base += G * U) {
@@ -229,14 +211,14 @@ __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
     float kr[U][V], qu[U][V], dou[U][V], score[U], dp[U], row_lse[U], row_delta[U];
 #pragma unroll
     for (int j = 0; j < U; ++j) {
-      const int64_t i_edge = step_edge<G>(base, g, j, t.e1, valid[j]);
+      const int64_t i_edge = step_edge<G>(base, t.g, j, t.e1, valid[j]);
       const int64_t u = p.graph.t_col[i_edge];
       const int64_t row = (b * p.N + u) * p.H + h;
-      row_lse[j] = in.lse[row];
-      row_delta[j] = in.delta[row];
-      key_slice<T>(kr[j], p, k_src, p.graph.t_edge[i_edge], d0);
-      load_vec<T>(qu[j], q + u * p.q_strides.node);
-      load_vec<T>(dou[j], d_o + u * p.d_o_strides.node);
+      row_lse[j] = t.lse[row];
+      row_delta[j] = t.delta[row];
+      key_slice<T>(kr[j], p, k_src, p.graph.t_edge[i_edge], t.d0);
+      load_vec<T>(qu[j], t.q + u * p.q_strides.node);
+      load_vec<T>(dou[j], t.d_o + u * p.d_o_strides.node);
     }
 #pragma unroll
     for (int j = 0; j < U; ++j) {
@@ -247,7 +229,7 @@ __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
 #pragma unroll
     for (int j = 0; j < U; ++j) {
       if (!valid[j]) continue;
-      const float pr = gsa_prob(score[j] * in.scale, row_lse[j]);
+      const float pr = gsa_prob(score[j] * t.scale, row_lse[j]);
       const float ds = gsa_dscore(pr, dp[j], row_delta[j]);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
@@ -258,17 +240,17 @@ __global__ void dkv_group_kernel(GsaParams p, float* dkv_pieces) {
   }
   across_groups<L, V>(dk);
   across_groups<L, V>(dv);
-  if (g != 0) return;
+  if (t.g != 0) return;
   if (t.piece >= 0) {
-    float* out = dkv_pieces + ((t.piece * p.B + b) * p.H + h) * 2 * p.D + d0;
+    float* out = dkv_pieces + ((t.piece * p.B + b) * p.H + h) * 2 * p.D + t.d0;
 #pragma unroll
     for (int i = 0; i < V; ++i) {
       out[i] = dk[i];
       out[p.D + i] = dv[i];
     }
   } else {
-    store_vec<T>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h) + d0, dk, in.scale);
-    store_vec<T>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h) + d0, dv, 1.0f);
+    store_vec<T>(static_cast<T*>(p.dk) + offset(p.dk_strides, b, src, h) + t.d0, dk, t.scale);
+    store_vec<T>(static_cast<T*>(p.dv) + offset(p.dv_strides, b, src, h) + t.d0, dv, 1.0f);
   }
 }
 

@@ -111,9 +111,32 @@ __device__ __forceinline__ bool scheduled_task(const GsaParams& p, const GsaSche
   return true;
 }
 
-// The (split row i, b, h) a merge warp works on; false past the end.
+// A warp kernel's share of a scheduled pass: the warp's Task and p's arrays (Arrays).
+template <typename T>
+struct WarpTask : Task, Arrays<T> {
+  __device__ __forceinline__ explicit WarpTask(const GsaParams& p) : Arrays<T>(p) {}
+  // Takes the warp's task of pass s (ptr: its CSR row pointers); false when the warp is past the pass's end.
+  __device__ __forceinline__ bool take(const GsaParams& p, const GsaScheduleView& s, const int64_t* ptr) {
+    return scheduled_task(p, s, ptr, *this);
+  }
+};
+
+// The forward's lse and the backward's delta of row u of batch b and head h.
+template <typename A>
+struct RowStats {
+  A lse, delta;
+};
+template <typename A>
+__device__ __forceinline__ RowStats<A> row_stats(const GsaParams& p, const A* lse, const A* delta, int64_t b, int64_t u,
+                                                 int64_t h) {
+  const int64_t row = (b * p.N + u) * p.H + h;
+  return {lse[row], delta[row]};
+}
+
+// The split row a merge warp works on (the i-th of s, row u, its pieces [c0, c1)), for batch b and head h; false past
+// the end.
 struct MergeTask {
-  int64_t i, b, h;
+  int64_t i, u, c0, c1, b, h;
   int lane;  // this thread's lane in the warp
 };
 __device__ __forceinline__ bool merge_task(const GsaParams& p, const GsaScheduleView& s, MergeTask& t) {
@@ -123,6 +146,9 @@ __device__ __forceinline__ bool merge_task(const GsaParams& p, const GsaSchedule
   t.h = w % p.H;
   t.b = (w / p.H) % p.B;
   t.i = w / (p.H * p.B);
+  t.u = s.split_rows[t.i];
+  t.c0 = s.piece_ptr[t.i];
+  t.c1 = s.piece_ptr[t.i + 1];
   return true;
 }
 
@@ -258,6 +284,37 @@ template <int V> __device__ __forceinline__ float dot(const float (&a)[V], const
   for (int i = 0; i < V; ++i) s += a[i] * b[i];
   return s;
 }
+
+// A lane-group kernel's share of a scheduled pass: the warp's Task; this lane's group g (edges e0 + g, e0 + g + G, ...)
+// and the first value d0 of its slice of D; and p's arrays at the task's batch and head, so row n of x is at
+// x + n * strides.node: q, v and d_o already at d0, k not (key_slice adds d0 after the edge's relation row); lse and
+// delta [B, N, H] and the softmax scale.
+template <int L, typename T>
+struct GroupTask : Task {
+  static constexpr int V = kVec<T>, G = kWarp / L;
+  int g, d0;
+  const T* q;
+  const T* k;
+  const T* v;
+  const T* d_o;  // null in the forward
+  const float* lse;
+  const float* delta;
+  float scale;
+  // Takes the warp's task of pass s (ptr: its CSR row pointers); false when the warp is past the pass's end.
+  __device__ __forceinline__ bool take(const GsaParams& p, const GsaScheduleView& s, const int64_t* ptr) {
+    if (!scheduled_task(p, s, ptr, *this)) return false;
+    g = lane / L;
+    d0 = (lane % L) * V;
+    q = static_cast<const T*>(p.q) + offset(p.q_strides, b, 0, h) + d0;
+    k = static_cast<const T*>(p.k) + offset(p.k_strides, b, 0, h);
+    v = static_cast<const T*>(p.v) + offset(p.v_strides, b, 0, h) + d0;
+    d_o = p.d_o != nullptr ? static_cast<const T*>(p.d_o) + offset(p.d_o_strides, b, 0, h) + d0 : nullptr;
+    lse = static_cast<const float*>(p.lse);
+    delta = static_cast<const float*>(p.delta);
+    scale = static_cast<float>(p.scale);
+    return true;
+  }
+};
 
 // This lane's V values of k_src (+ the edge's relation row); relation rows start on 16 bytes (rel_stride % V == 0).
 template <typename T>

@@ -15,21 +15,20 @@ namespace {
 template <int P, typename T>
 __global__ void forward_kernel(GsaParams p, typename GsaAcc<T>::type* pieces) {
   using A = typename GsaAcc<T>::type;
-  Task t;
-  if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
+  WarpTask<T> t(p);
+  if (!t.take(p, p.graph.rows, p.graph.row_ptr)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
-  const Arrays<T> in(p);
   A qr[P], acc[P];
-  load_row<P>(qr, in.q + offset(p.q_strides, b, u, h), p.D, t.lane);
+  load_row<P>(qr, t.q + offset(p.q_strides, b, u, h), p.D, t.lane);
 #pragma unroll
   for (int i = 0; i < P; ++i) acc[i] = 0;
   GsaSoftmaxState<A> st = gsa_softmax_init<A>();
   for (int64_t e = t.e0; e < t.e1; ++e) {
     const int64_t src = p.graph.col[e];
-    const T* r = in.rel_emb != nullptr ? in.rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
-    const A score = edge_score<P>(qr, in.k + offset(p.k_strides, b, src, h), r, p.D, t.lane, in.scale);
+    const T* r = t.rel_emb != nullptr ? t.rel_emb + p.graph.rel[e] * p.rel_stride : nullptr;
+    const A score = edge_score<P>(qr, t.k + offset(p.k_strides, b, src, h), r, p.D, t.lane, t.scale);
     const GsaPush<A> f = gsa_push(st, score);
-    const T* v_src = in.v + offset(p.v_strides, b, src, h);
+    const T* v_src = t.v + offset(p.v_strides, b, src, h);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int64_t d = t.lane + kWarp * i;
@@ -52,21 +51,19 @@ __global__ void forward_kernel(GsaParams p, typename GsaAcc<T>::type* pieces) {
 template <int P, typename T>
 __global__ void forward_merge_kernel(GsaParams p, const typename GsaAcc<T>::type* pieces) {
   using A = typename GsaAcc<T>::type;
-  const GsaScheduleView& s = p.graph.rows;
   MergeTask mt;
-  if (!merge_task(p, s, mt)) return;
-  const int64_t u = s.split_rows[mt.i], c0 = s.piece_ptr[mt.i], c1 = s.piece_ptr[mt.i + 1];
-  const int64_t stride = p.B * p.H * (p.D + 2);
-  const A* first = pieces + (c0 * p.B * p.H + mt.b * p.H + mt.h) * (p.D + 2);
+  if (!merge_task(p, p.graph.rows, mt)) return;
+  const int64_t n = mt.c1 - mt.c0, stride = p.B * p.H * (p.D + 2);
+  const A* first = pieces + (mt.c0 * p.B * p.H + mt.b * p.H + mt.h) * (p.D + 2);
   GsaSoftmaxState<A> st = gsa_softmax_init<A>();
-  for (int64_t c = 0; c < c1 - c0; ++c) {
+  for (int64_t c = 0; c < n; ++c) {
     const A m = first[c * stride + p.D];
     st.m = m > st.m ? m : st.m;
   }
   A acc[P];
 #pragma unroll
   for (int k = 0; k < P; ++k) acc[k] = 0;
-  for (int64_t c = 0; c < c1 - c0; ++c) {
+  for (int64_t c = 0; c < n; ++c) {
     const A* pc = first + c * stride;
     const A alpha = gsa_rescale(pc[p.D], st.m);
     st.l += alpha * pc[p.D + 1];
@@ -76,21 +73,17 @@ __global__ void forward_merge_kernel(GsaParams p, const typename GsaAcc<T>::type
       if (d < p.D) acc[k] += alpha * pc[d];
     }
   }
-  finish_row<P, T>(p, mt.b, u, mt.h, st, acc, mt.lane);
+  finish_row<P, T>(p, mt.b, mt.u, mt.h, st, acc, mt.lane);
 }
 
 template <int L, typename T>
 __global__ void forward_group_kernel(GsaParams p, float* pieces) {
   constexpr int V = kVec<T>, G = kWarp / L, U = kForwardUnroll;
-  Task t;
-  if (!scheduled_task(p, p.graph.rows, p.graph.row_ptr, t)) return;
+  GroupTask<L, T> t;
+  if (!t.take(p, p.graph.rows, p.graph.row_ptr)) return;
   const int64_t b = t.b, u = t.u, h = t.h;
-  const Arrays<T> in(p);
-  const int lane = t.lane, g = lane / L, d0 = (lane % L) * V;
-  const T* k = in.k + offset(p.k_strides, b, 0, h);
-  const T* v = in.v + offset(p.v_strides, b, 0, h) + d0;
   float qr[V], acc[V];
-  load_vec<T>(qr, in.q + offset(p.q_strides, b, u, h) + d0);
+  load_vec<T>(qr, t.q + u * p.q_strides.node);
 #pragma unroll
   for (int i = 0; i < V; ++i) acc[i] = 0;
   GsaSoftmaxState<float> st = gsa_softmax_init<float>();
@@ -99,15 +92,15 @@ __global__ void forward_group_kernel(GsaParams p, float* pieces) {
     float s[U], kr[U][V], vr[U][V];
 #pragma unroll
     for (int j = 0; j < U; ++j) {
-      const int64_t e = step_edge<G>(base, g, j, t.e1, valid[j]);
+      const int64_t e = step_edge<G>(base, t.g, j, t.e1, valid[j]);
       const int64_t src = p.graph.col[e];
-      key_slice<T>(kr[j], p, k + src * p.k_strides.node, e, d0);
-      load_vec<T>(vr[j], v + src * p.v_strides.node);
+      key_slice<T>(kr[j], p, t.k + src * p.k_strides.node, e, t.d0);
+      load_vec<T>(vr[j], t.v + src * p.v_strides.node);
     }
 #pragma unroll
     for (int j = 0; j < U; ++j) s[j] = dot(qr, kr[j]);
 #pragma unroll
-    for (int j = 0; j < U; ++j) s[j] = group_sum<L>(s[j]) * in.scale;
+    for (int j = 0; j < U; ++j) s[j] = group_sum<L>(s[j]) * t.scale;
     float w[U];
     const float alpha = gsa_push_block<U>(st, s, valid, w);
 #pragma unroll
@@ -129,16 +122,16 @@ __global__ void forward_group_kernel(GsaParams p, float* pieces) {
 #pragma unroll
     for (int i = 0; i < V; ++i) acc[i] = acc[i] * f.self + acc_other[i] * f.other;
   }
-  if (g != 0) return;  // group 0 writes (every group holds the merged state, group 0's is the one kept)
+  if (t.g != 0) return;  // group 0 writes (every group holds the merged state, group 0's is the one kept)
   if (t.piece < 0) {
-    store_vec<T>(static_cast<T*>(p.o) + offset(p.o_strides, b, u, h) + d0, acc, gsa_inv_norm(st));
-    if (lane == 0) static_cast<float*>(p.lse)[(b * p.N + u) * p.H + h] = gsa_lse(st);
+    store_vec<T>(static_cast<T*>(p.o) + offset(p.o_strides, b, u, h) + t.d0, acc, gsa_inv_norm(st));
+    if (t.lane == 0) static_cast<float*>(p.lse)[(b * p.N + u) * p.H + h] = gsa_lse(st);
     return;
   }
   float* out = pieces + ((t.piece * p.B + b) * p.H + h) * (p.D + 2);
 #pragma unroll
-  for (int i = 0; i < V; ++i) out[d0 + i] = acc[i];
-  if (lane == 0) {
+  for (int i = 0; i < V; ++i) out[t.d0 + i] = acc[i];
+  if (t.lane == 0) {
     out[p.D] = st.m;
     out[p.D + 1] = st.l;
   }

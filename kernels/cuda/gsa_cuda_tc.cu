@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "kernels/cuda/gsa_cuda.h"
+#include "kernels/cuda/gsa_cuda_common.cuh"
 #include "kernels/gsa_math.h"
 #include "kernels/gsa_tile_plan.h"
 
@@ -35,24 +36,27 @@ template <typename T> __device__ __forceinline__ T to_elem(float x);
 template <> __device__ __forceinline__ __half to_elem<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-__device__ __forceinline__ int64_t offset(const GsaStrides& s, int64_t b, int64_t n, int64_t h) {
-  return b * s.batch + n * s.node + h * s.head;
-}
+using gsa_cuda::offset;
 
-// Shared memory of one block. Leading dimensions keep wmma's rules (multiples of 16 bytes, fragment pointers 32-byte
-// aligned) and shift rows against the banks.
+// Leading dimensions of the kernels' shared arrays: they keep wmma's rules (multiples of 16 bytes, fragment pointers
+// 32-byte aligned) and shift rows against the banks.
+template <int D>
+struct TcLd {
+  static constexpr int kLdT = D + 8;       // q, k, v, dO rows
+  static constexpr int kLdP = kChunk + 8;  // P and dS rows (input type)
+  static constexpr int kLdS = kChunk + 4;  // S and dP rows (fp32)
+  static constexpr int kLdO = D + 4;       // o and gradient accumulator rows (fp32)
+};
+
+// Shared memory of one forward block.
 template <typename T, int D>
-struct TcShared {
-  static constexpr int kLdT = D + 8;       // q, k, v rows
-  static constexpr int kLdP = kChunk + 8;  // p rows
-  static constexpr int kLdS = kChunk + 4;  // s rows (fp32)
-  static constexpr int kLdO = D + 4;       // o rows (fp32)
-  alignas(32) T q[kRows * kLdT];
-  alignas(32) T k[kChunk * kLdT];
-  alignas(32) T v[kChunk * kLdT];
-  alignas(32) T p[kRows * kLdP];
-  alignas(32) float s[kRows * kLdS];
-  alignas(32) float o[kRows * kLdO];
+struct TcShared : TcLd<D> {
+  using L = TcLd<D>;
+  alignas(32) T q[kRows * L::kLdT];                        // the tile's rows
+  alignas(32) T k[kChunk * L::kLdT], v[kChunk * L::kLdT];  // the chunk's
+  alignas(32) T p[kRows * L::kLdP];
+  alignas(32) float s[kRows * L::kLdS];
+  alignas(32) float o[kRows * L::kLdO];
 };
 
 // Reduces over the 8 threads of one row (consecutive lanes of one warp).
@@ -67,32 +71,118 @@ __device__ __forceinline__ float row_sum(float x) {
   return x;
 }
 
+// The dense tile of this block (blockIdx.x of `tiles`): its first row (or source) and row count, the union of its
+// columns and its mask words (one per row and 32-column chunk).
+struct TcTile {
+  int64_t r0, rows, u0, n_union, words;
+  const uint32_t* mask;
+};
+__device__ __forceinline__ TcTile tc_tile(const GsaParams& p, const GsaTileView& tiles) {
+  const int64_t i = blockIdx.x;
+  TcTile t;
+  t.r0 = tiles.dense_tile[i] * kRows;
+  t.rows = p.N - t.r0 < kRows ? p.N - t.r0 : kRows;
+  t.u0 = tiles.union_ptr[i];
+  t.n_union = tiles.union_ptr[i + 1] - t.u0;
+  t.words = (t.n_union + kChunk - 1) / kChunk;
+  t.mask = tiles.mask + tiles.mask_ptr[i];
+  return t;
+}
+
+// Copies `count` rows of x and y ([B, N, H, D], batch b, head h) to xs and ys in shared memory (row j at j * Ld), 16
+// bytes per thread and step: row j is node(j) where in(j), else zeros (so masked products stay finite).
+template <typename T, int D, int Ld, class In, class Node>
+__device__ __forceinline__ void gather_pair(T* xs, const T* x, const GsaStrides& x_strides, T* ys, const T* y,
+                                            const GsaStrides& y_strides, int64_t b, int64_t h, int count, In in,
+                                            Node node) {
+  constexpr int kVecs = D / kVec;  // 16-byte vectors per row
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int i = threadIdx.x; i < count * kVecs; i += kTcThreads) {
+    const int j = i / kVecs, c = i % kVecs;
+    uint4 xv = zero, yv = zero;
+    if (in(j)) {
+      const int64_t n = node(j);
+      xv = *reinterpret_cast<const uint4*>(x + offset(x_strides, b, n, h) + c * kVec);
+      yv = *reinterpret_cast<const uint4*>(y + offset(y_strides, b, n, h) + c * kVec);
+    }
+    *reinterpret_cast<uint4*>(xs + j * Ld + c * kVec) = xv;
+    *reinterpret_cast<uint4*>(ys + j * Ld + c * kVec) = yv;
+  }
+}
+
+// out [16 x 16] (fp32, leading dimension Ldo) = A B^T over D on wmma: A's and B's 16 rows in shared memory (leading
+// dimension Ld).
+template <typename T, int D, int Ld, int Ldo>
+__device__ __forceinline__ void mma_abt(float* out, const T* a, const T* bt) {
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+    wmma::load_matrix_sync(fa, a + kk * 16, Ld);
+    wmma::load_matrix_sync(fb, bt + kk * 16, Ld);
+    wmma::mma_sync(acc, fa, fb, acc);
+  }
+  wmma::store_matrix_sync(out, acc, Ldo, wmma::mem_row_major);
+}
+
+// Calls f(j, edge) for the columns j of chunk c0 that this thread takes in its row (sub, sub + kThreadsPerRow, ...);
+// edge: whether the tile's mask has the row's edge to column j.
+template <class F>
+__device__ __forceinline__ void for_row_columns(const TcTile& tile, int row, int64_t c0, int sub, F&& f) {
+  const uint32_t bits = tile.mask[row * tile.words + c0 / kChunk];
+#pragma unroll
+  for (int t = 0; t < kChunk / kThreadsPerRow; ++t) {
+    const int j = sub + kThreadsPerRow * t;
+    f(j, ((bits >> j) & 1u) != 0);
+  }
+}
+
+// The backward's two products of a chunk [16 x kChunk] (fp32, leading dimension Ldo) on wmma, 16 columns a warp:
+// warps 0-1 take s = A0 B0^T, warps 2-3 dp = A1 B1^T (A and B rows of D in shared memory, leading dimension Ld).
+template <typename T, int D, int Ld, int Ldo>
+__device__ __forceinline__ void mma_abt_pair(float* s, const T* a0, const T* b0, float* dp, const T* a1, const T* b1) {
+  const int warp = threadIdx.x / 32, half = warp % 2;
+  const bool first = warp < 2;
+  mma_abt<T, D, Ld, Ldo>((first ? s : dp) + half * 16, first ? a0 : a1, (first ? b0 : b1) + half * 16 * Ld);
+}
+
+// c [16 x 16] (fp32 in shared memory, leading dimension Ldo) += A B over one chunk on wmma: A [16 x kChunk]
+// (leading dimension Lda), B [kChunk x 16] (leading dimension Ldb).
+template <typename T, int Lda, int Ldb, int Ldo>
+__device__ __forceinline__ void mma_ab_acc(float* c, const T* a, const T* bm) {
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(acc, c, Ldo, wmma::mem_row_major);
+#pragma unroll
+  for (int kk = 0; kk < kChunk / 16; ++kk) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+    wmma::load_matrix_sync(fa, a + kk * 16, Lda);
+    wmma::load_matrix_sync(fb, bm + kk * 16 * Ldb, Ldb);
+    wmma::mma_sync(acc, fa, fb, acc);
+  }
+  wmma::store_matrix_sync(c, acc, Ldo, wmma::mem_row_major);
+}
+
 // grid (dense tiles, B * H); q, k, v, o: [B, N, H, D] with 16-byte aligned rows; lse: [B, N, H] fp32; the tiles in
 // p.graph.tiles.
 template <typename T, int D>
 __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p) {
-  const GsaTileView& tiles = p.graph.tiles;
   __shared__ TcShared<T, D> sm;
   using Sh = TcShared<T, D>;
   constexpr int kVecs = D / kVec;  // 16-byte vectors per row
-  const int64_t i = blockIdx.x;
+  const GsaTileView& tiles = p.graph.tiles;
+  const TcTile tile = tc_tile(p, tiles);
   const int64_t b = blockIdx.y / p.H, h = blockIdx.y % p.H;
   const int tid = threadIdx.x, warp = tid / 32;
-  const int64_t r0 = tiles.dense_tile[i] * kRows;
-  const int64_t rows = p.N - r0 < kRows ? p.N - r0 : kRows;
-  const int64_t u0 = tiles.union_ptr[i];
-  const int64_t n_union = tiles.union_ptr[i + 1] - u0;
-  const int64_t words = (n_union + kChunk - 1) / kChunk;
-  const uint32_t* mask = tiles.mask + tiles.mask_ptr[i];
   const T* q = static_cast<const T*>(p.q);
-  const T* k = static_cast<const T*>(p.k);
-  const T* v = static_cast<const T*>(p.v);
   const uint4 zero = make_uint4(0, 0, 0, 0);
 
   for (int x = tid; x < kRows * kVecs; x += kTcThreads) {
     const int r = x / kVecs, c = x % kVecs;
-    const T* src = q + offset(p.q_strides, b, r0 + r, h) + c * kVec;
-    const uint4 val = r < rows ? *reinterpret_cast<const uint4*>(src) : zero;
+    const T* src = q + offset(p.q_strides, b, tile.r0 + r, h) + c * kVec;
+    const uint4 val = r < tile.rows ? *reinterpret_cast<const uint4*>(src) : zero;
     *reinterpret_cast<uint4*>(sm.q + r * Sh::kLdT + c * kVec) = val;
   }
   for (int x = tid; x < kRows * D; x += kTcThreads) sm.o[(x / D) * Sh::kLdO + x % D] = 0.0f;
@@ -100,38 +190,18 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p) {
   const int row = tid / kThreadsPerRow, sub = tid % kThreadsPerRow;
   const float scale = static_cast<float>(p.scale);
   GsaSoftmaxState<float> st = gsa_softmax_init<float>();
-  for (int64_t c0 = 0; c0 < n_union; c0 += kChunk) {
-    // Gather the chunk's key and value rows (zero past the union, so masked products stay finite).
-    for (int x = tid; x < kChunk * kVecs; x += kTcThreads) {
-      const int j = x / kVecs, c = x % kVecs;
-      uint4 kv = zero, vv = zero;
-      if (c0 + j < n_union) {
-        const int64_t src = tiles.union_col[u0 + c0 + j];
-        kv = *reinterpret_cast<const uint4*>(k + offset(p.k_strides, b, src, h) + c * kVec);
-        vv = *reinterpret_cast<const uint4*>(v + offset(p.v_strides, b, src, h) + c * kVec);
-      }
-      *reinterpret_cast<uint4*>(sm.k + j * Sh::kLdT + c * kVec) = kv;
-      *reinterpret_cast<uint4*>(sm.v + j * Sh::kLdT + c * kVec) = vv;
-    }
+  for (int64_t c0 = 0; c0 < tile.n_union; c0 += kChunk) {
+    // The chunk's key and value rows.
+    gather_pair<T, D, Sh::kLdT>(
+        sm.k, static_cast<const T*>(p.k), p.k_strides, sm.v, static_cast<const T*>(p.v), p.v_strides, b, h, kChunk,
+        [&](int j) { return c0 + j < tile.n_union; }, [&](int j) { return tiles.union_col[tile.u0 + c0 + j]; });
     __syncthreads();
     // S [16 x 32] = Q K^T: warps 0 and 1 take 16 columns each.
-    if (warp < kChunk / 16) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-        wmma::load_matrix_sync(fa, sm.q + kk * 16, Sh::kLdT);
-        wmma::load_matrix_sync(fb, sm.k + warp * 16 * Sh::kLdT + kk * 16, Sh::kLdT);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(sm.s + warp * 16, acc, Sh::kLdS, wmma::mem_row_major);
-    }
+    if (warp < kChunk / 16) mma_abt<T, D, Sh::kLdT, Sh::kLdS>(sm.s + warp * 16, sm.q, sm.k + warp * 16 * Sh::kLdT);
     __syncthreads();
     // Online softmax of row `row` over the chunk: 8 threads, 4 columns each; P to shared, O rescaled.
     {
-      const uint32_t bits = mask[row * words + c0 / kChunk];
+      const uint32_t bits = tile.mask[row * tile.words + c0 / kChunk];
       float s[kChunk / kThreadsPerRow];
       float mx = st.m;
 #pragma unroll
@@ -156,44 +226,28 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p) {
     __syncthreads();
     // O [16 x D] += P V: the D / 16 output tiles spread over the warps.
     for (int n = warp; n < D / 16; n += kTcThreads / 32) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, sm.o + n * 16, Sh::kLdO, wmma::mem_row_major);
-#pragma unroll
-      for (int kk = 0; kk < kChunk / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, sm.p + kk * 16, Sh::kLdP);
-        wmma::load_matrix_sync(fb, sm.v + kk * 16 * Sh::kLdT + n * 16, Sh::kLdT);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(sm.o + n * 16, acc, Sh::kLdO, wmma::mem_row_major);
+      mma_ab_acc<T, Sh::kLdP, Sh::kLdT, Sh::kLdO>(sm.o + n * 16, sm.p, sm.v + n * 16);
     }
     __syncthreads();
   }
-  if (row < rows) {
+  if (row < tile.rows) {
     const float inv = gsa_inv_norm(st);
-    T* out = static_cast<T*>(p.o) + offset(p.o_strides, b, r0 + row, h);
+    T* out = static_cast<T*>(p.o) + offset(p.o_strides, b, tile.r0 + row, h);
     for (int d = sub; d < D; d += kThreadsPerRow) out[d] = to_elem<T>(sm.o[row * Sh::kLdO + d] * inv);
-    if (sub == 0) static_cast<float*>(p.lse)[(b * p.N + r0 + row) * p.H + h] = gsa_lse(st);
+    if (sub == 0) static_cast<float*>(p.lse)[(b * p.N + tile.r0 + row) * p.H + h] = gsa_lse(st);
   }
 }
 
 // Shared memory of the dq kernel: q and dO tiles, the chunk's k and v rows, S and dP (fp32), dS in the input type,
 // the dq accumulator (fp32).
 template <typename T, int D>
-struct TcDqShared {
-  static constexpr int kLdT = D + 8;
-  static constexpr int kLdP = kChunk + 8;
-  static constexpr int kLdS = kChunk + 4;
-  static constexpr int kLdO = D + 4;
-  alignas(32) T q[kRows * kLdT];
-  alignas(32) T d_o[kRows * kLdT];
-  alignas(32) T k[kChunk * kLdT];
-  alignas(32) T v[kChunk * kLdT];
-  alignas(32) float s[kRows * kLdS];
-  alignas(32) float dp[kRows * kLdS];
-  alignas(32) T ds[kRows * kLdP];
-  alignas(32) float acc[kRows * kLdO];
+struct TcDqShared : TcLd<D> {
+  using L = TcLd<D>;
+  alignas(32) T q[kRows * L::kLdT], d_o[kRows * L::kLdT];  // the tile's rows
+  alignas(32) T k[kChunk * L::kLdT], v[kChunk * L::kLdT];  // the chunk's
+  alignas(32) float s[kRows * L::kLdS], dp[kRows * L::kLdS];
+  alignas(32) T ds[kRows * L::kLdP];
+  alignas(32) float acc[kRows * L::kLdO];
 };
 
 // dq of the rows of dense tiles: dq_u = scale * sum_v dS_uv k_v with dS = P (dO_u . v_v - delta_u), P = exp(s - lse_u),
@@ -204,100 +258,39 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(GsaParams p) {
   __shared__ TcDqShared<T, D> sm;
   using Sh = TcDqShared<T, D>;
   const GsaTileView& tiles = p.graph.tiles;
-  constexpr int kVecs = D / kVec;
-  const int64_t i = blockIdx.x;
+  const TcTile tile = tc_tile(p, tiles);
   const int64_t b = blockIdx.y / p.H, h = blockIdx.y % p.H;
   const int tid = threadIdx.x, warp = tid / 32;
-  const int64_t r0 = tiles.dense_tile[i] * kRows;
-  const int64_t rows = p.N - r0 < kRows ? p.N - r0 : kRows;
-  const int64_t u0 = tiles.union_ptr[i];
-  const int64_t n_union = tiles.union_ptr[i + 1] - u0;
-  const int64_t words = (n_union + kChunk - 1) / kChunk;
-  const uint32_t* mask = tiles.mask + tiles.mask_ptr[i];
-  const T* q = static_cast<const T*>(p.q);
-  const T* k = static_cast<const T*>(p.k);
-  const T* v = static_cast<const T*>(p.v);
-  const T* d_o = static_cast<const T*>(p.d_o);
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-
-  for (int x = tid; x < kRows * kVecs; x += kTcThreads) {
-    const int r = x / kVecs, c = x % kVecs;
-    uint4 qv = zero, dv = zero;
-    if (r < rows) {
-      qv = *reinterpret_cast<const uint4*>(q + offset(p.q_strides, b, r0 + r, h) + c * kVec);
-      dv = *reinterpret_cast<const uint4*>(d_o + offset(p.d_o_strides, b, r0 + r, h) + c * kVec);
-    }
-    *reinterpret_cast<uint4*>(sm.q + r * Sh::kLdT + c * kVec) = qv;
-    *reinterpret_cast<uint4*>(sm.d_o + r * Sh::kLdT + c * kVec) = dv;
-  }
+  gather_pair<T, D, Sh::kLdT>(
+      sm.q, static_cast<const T*>(p.q), p.q_strides, sm.d_o, static_cast<const T*>(p.d_o), p.d_o_strides, b, h, kRows,
+      [&](int r) { return r < tile.rows; }, [&](int r) { return tile.r0 + r; });
   for (int x = tid; x < kRows * D; x += kTcThreads) sm.acc[(x / D) * Sh::kLdO + x % D] = 0.0f;
   const int row = tid / kThreadsPerRow, sub = tid % kThreadsPerRow;
-  const int64_t stat = (b * p.N + r0 + row) * p.H + h;
-  const float lse = row < rows ? static_cast<const float*>(p.lse)[stat] : 0.0f;
-  const float delta = row < rows ? static_cast<const float*>(p.delta)[stat] : 0.0f;
+  const int64_t stat = (b * p.N + tile.r0 + row) * p.H + h;
+  const float lse = row < tile.rows ? static_cast<const float*>(p.lse)[stat] : 0.0f;
+  const float delta = row < tile.rows ? static_cast<const float*>(p.delta)[stat] : 0.0f;
   const float scale = static_cast<float>(p.scale);
-  for (int64_t c0 = 0; c0 < n_union; c0 += kChunk) {
-    for (int x = tid; x < kChunk * kVecs; x += kTcThreads) {
-      const int j = x / kVecs, c = x % kVecs;
-      uint4 kv = zero, vv = zero;
-      if (c0 + j < n_union) {
-        const int64_t src = tiles.union_col[u0 + c0 + j];
-        kv = *reinterpret_cast<const uint4*>(k + offset(p.k_strides, b, src, h) + c * kVec);
-        vv = *reinterpret_cast<const uint4*>(v + offset(p.v_strides, b, src, h) + c * kVec);
-      }
-      *reinterpret_cast<uint4*>(sm.k + j * Sh::kLdT + c * kVec) = kv;
-      *reinterpret_cast<uint4*>(sm.v + j * Sh::kLdT + c * kVec) = vv;
-    }
+  for (int64_t c0 = 0; c0 < tile.n_union; c0 += kChunk) {
+    gather_pair<T, D, Sh::kLdT>(
+        sm.k, static_cast<const T*>(p.k), p.k_strides, sm.v, static_cast<const T*>(p.v), p.v_strides, b, h, kChunk,
+        [&](int j) { return c0 + j < tile.n_union; }, [&](int j) { return tiles.union_col[tile.u0 + c0 + j]; });
     __syncthreads();
-    {
-      const int half = warp % 2;               // which 16 columns of the chunk
-      const T* a = warp < 2 ? sm.q : sm.d_o;   // S = Q K^T or dP = dO V^T
-      const T* bt = warp < 2 ? sm.k : sm.v;
-      float* out = warp < 2 ? sm.s : sm.dp;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-        wmma::load_matrix_sync(fa, a + kk * 16, Sh::kLdT);
-        wmma::load_matrix_sync(fb, bt + half * 16 * Sh::kLdT + kk * 16, Sh::kLdT);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(out + half * 16, acc, Sh::kLdS, wmma::mem_row_major);
-    }
+    // S = Q K^T, dP = dO V^T
+    mma_abt_pair<T, D, Sh::kLdT, Sh::kLdS>(sm.s, sm.q, sm.k, sm.dp, sm.d_o, sm.v);
     __syncthreads();
-    {
-      const uint32_t bits = mask[row * words + c0 / kChunk];
-#pragma unroll
-      for (int t = 0; t < kChunk / kThreadsPerRow; ++t) {
-        const int j = sub + kThreadsPerRow * t;
-        float ds = 0.0f;
-        if ((bits >> j) & 1u) {
-          const float pr = gsa_prob(sm.s[row * Sh::kLdS + j] * scale, lse);
-          ds = gsa_dscore(pr, sm.dp[row * Sh::kLdS + j], delta);
-        }
-        sm.ds[row * Sh::kLdP + j] = to_elem<T>(ds);
-      }
-    }
+    for_row_columns(tile, row, c0, sub, [&](int j, bool edge) {
+      float ds = 0.0f;
+      if (edge) ds = gsa_dscore(gsa_prob(sm.s[row * Sh::kLdS + j] * scale, lse), sm.dp[row * Sh::kLdS + j], delta);
+      sm.ds[row * Sh::kLdP + j] = to_elem<T>(ds);
+    });
     __syncthreads();
     for (int n = warp; n < D / 16; n += kTcThreads / 32) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, sm.acc + n * 16, Sh::kLdO, wmma::mem_row_major);
-#pragma unroll
-      for (int kk = 0; kk < kChunk / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, sm.ds + kk * 16, Sh::kLdP);
-        wmma::load_matrix_sync(fb, sm.k + kk * 16 * Sh::kLdT + n * 16, Sh::kLdT);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(sm.acc + n * 16, acc, Sh::kLdO, wmma::mem_row_major);
+      mma_ab_acc<T, Sh::kLdP, Sh::kLdT, Sh::kLdO>(sm.acc + n * 16, sm.ds, sm.k + n * 16);
     }
     __syncthreads();
   }
-  if (row < rows) {
-    T* out = static_cast<T*>(p.dq) + offset(p.dq_strides, b, r0 + row, h);
+  if (row < tile.rows) {
+    T* out = static_cast<T*>(p.dq) + offset(p.dq_strides, b, tile.r0 + row, h);
     for (int d = sub; d < D; d += kThreadsPerRow) out[d] = to_elem<T>(sm.acc[row * Sh::kLdO + d] * scale);
   }
 }
@@ -306,23 +299,14 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(GsaParams p) {
 // destinations' q and dO rows with their lse and delta, S^T and dP^T (fp32), P^T and dS^T in the input type, and the
 // dk and dv accumulators (fp32).
 template <typename T, int D>
-struct TcDkvShared {
-  static constexpr int kLdT = D + 8;
-  static constexpr int kLdP = kChunk + 8;
-  static constexpr int kLdS = kChunk + 4;
-  static constexpr int kLdO = D + 4;
-  alignas(32) T k[kRows * kLdT];
-  alignas(32) T v[kRows * kLdT];
-  alignas(32) T q[kChunk * kLdT];
-  alignas(32) T d_o[kChunk * kLdT];
-  alignas(32) float st[kRows * kLdS];
-  alignas(32) float dpt[kRows * kLdS];
-  alignas(32) T pt[kRows * kLdP];
-  alignas(32) T dst[kRows * kLdP];
-  alignas(32) float dk[kRows * kLdO];
-  alignas(32) float dv[kRows * kLdO];
-  float lse[kChunk];
-  float delta[kChunk];
+struct TcDkvShared : TcLd<D> {
+  using L = TcLd<D>;
+  alignas(32) T k[kRows * L::kLdT], v[kRows * L::kLdT];      // the source tile's rows
+  alignas(32) T q[kChunk * L::kLdT], d_o[kChunk * L::kLdT];  // the chunk's destinations'
+  alignas(32) float st[kRows * L::kLdS], dpt[kRows * L::kLdS];
+  alignas(32) T pt[kRows * L::kLdP], dst[kRows * L::kLdP];
+  alignas(32) float dk[kRows * L::kLdO], dv[kRows * L::kLdO];
+  float lse[kChunk], delta[kChunk];
 };
 
 // dk and dv of the sources in dense tiles of the transpose (p.graph.src_tiles: 16 consecutive sources, the union of
@@ -335,91 +319,43 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkv_kernel(GsaParams p) {
   auto& sm = *reinterpret_cast<TcDkvShared<T, D>*>(smem_raw);
   using Sh = TcDkvShared<T, D>;
   const GsaTileView& tiles = p.graph.src_tiles;
-  constexpr int kVecs = D / kVec;
-  const int64_t i = blockIdx.x;
+  const TcTile tile = tc_tile(p, tiles);
   const int64_t b = blockIdx.y / p.H, h = blockIdx.y % p.H;
   const int tid = threadIdx.x, warp = tid / 32;
-  const int64_t r0 = tiles.dense_tile[i] * kRows;
-  const int64_t rows = p.N - r0 < kRows ? p.N - r0 : kRows;
-  const int64_t u0 = tiles.union_ptr[i];
-  const int64_t n_union = tiles.union_ptr[i + 1] - u0;
-  const int64_t words = (n_union + kChunk - 1) / kChunk;
-  const uint32_t* mask = tiles.mask + tiles.mask_ptr[i];
-  const T* q = static_cast<const T*>(p.q);
-  const T* k = static_cast<const T*>(p.k);
-  const T* v = static_cast<const T*>(p.v);
-  const T* d_o = static_cast<const T*>(p.d_o);
   const float* lse = static_cast<const float*>(p.lse);
   const float* delta = static_cast<const float*>(p.delta);
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-
-  for (int x = tid; x < kRows * kVecs; x += kTcThreads) {
-    const int r = x / kVecs, c = x % kVecs;
-    uint4 kv = zero, vv = zero;
-    if (r < rows) {
-      kv = *reinterpret_cast<const uint4*>(k + offset(p.k_strides, b, r0 + r, h) + c * kVec);
-      vv = *reinterpret_cast<const uint4*>(v + offset(p.v_strides, b, r0 + r, h) + c * kVec);
-    }
-    *reinterpret_cast<uint4*>(sm.k + r * Sh::kLdT + c * kVec) = kv;
-    *reinterpret_cast<uint4*>(sm.v + r * Sh::kLdT + c * kVec) = vv;
-  }
+  gather_pair<T, D, Sh::kLdT>(
+      sm.k, static_cast<const T*>(p.k), p.k_strides, sm.v, static_cast<const T*>(p.v), p.v_strides, b, h, kRows,
+      [&](int r) { return r < tile.rows; }, [&](int r) { return tile.r0 + r; });
   for (int x = tid; x < kRows * D; x += kTcThreads) {
     sm.dk[(x / D) * Sh::kLdO + x % D] = 0.0f;
     sm.dv[(x / D) * Sh::kLdO + x % D] = 0.0f;
   }
   const int row = tid / kThreadsPerRow, sub = tid % kThreadsPerRow;
   const float scale = static_cast<float>(p.scale);
-  for (int64_t c0 = 0; c0 < n_union; c0 += kChunk) {
-    for (int x = tid; x < kChunk * kVecs; x += kTcThreads) {
-      const int j = x / kVecs, c = x % kVecs;
-      uint4 qv = zero, dv = zero;
-      if (c0 + j < n_union) {
-        const int64_t dst = tiles.union_col[u0 + c0 + j];
-        qv = *reinterpret_cast<const uint4*>(q + offset(p.q_strides, b, dst, h) + c * kVec);
-        dv = *reinterpret_cast<const uint4*>(d_o + offset(p.d_o_strides, b, dst, h) + c * kVec);
-      }
-      *reinterpret_cast<uint4*>(sm.q + j * Sh::kLdT + c * kVec) = qv;
-      *reinterpret_cast<uint4*>(sm.d_o + j * Sh::kLdT + c * kVec) = dv;
-    }
+  for (int64_t c0 = 0; c0 < tile.n_union; c0 += kChunk) {
+    gather_pair<T, D, Sh::kLdT>(
+        sm.q, static_cast<const T*>(p.q), p.q_strides, sm.d_o, static_cast<const T*>(p.d_o), p.d_o_strides, b, h,
+        kChunk, [&](int j) { return c0 + j < tile.n_union; }, [&](int j) { return tiles.union_col[tile.u0 + c0 + j]; });
     if (tid < kChunk) {
-      const bool in = c0 + tid < n_union;
-      const int64_t stat = in ? (b * p.N + tiles.union_col[u0 + c0 + tid]) * p.H + h : 0;
+      const bool in = c0 + tid < tile.n_union;
+      const int64_t stat = in ? (b * p.N + tiles.union_col[tile.u0 + c0 + tid]) * p.H + h : 0;
       sm.lse[tid] = in ? lse[stat] : 0.0f;
       sm.delta[tid] = in ? delta[stat] : 0.0f;
     }
     __syncthreads();
-    {
-      const int half = warp % 2;
-      const T* a = warp < 2 ? sm.k : sm.v;     // S^T = K Q^T or dP^T = V dO^T
-      const T* bt = warp < 2 ? sm.q : sm.d_o;
-      float* out = warp < 2 ? sm.st : sm.dpt;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-        wmma::load_matrix_sync(fa, a + kk * 16, Sh::kLdT);
-        wmma::load_matrix_sync(fb, bt + half * 16 * Sh::kLdT + kk * 16, Sh::kLdT);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(out + half * 16, acc, Sh::kLdS, wmma::mem_row_major);
-    }
+    // S^T = K Q^T, dP^T = V dO^T
+    mma_abt_pair<T, D, Sh::kLdT, Sh::kLdS>(sm.st, sm.k, sm.q, sm.dpt, sm.v, sm.d_o);
     __syncthreads();
-    {
-      const uint32_t bits = mask[row * words + c0 / kChunk];
-#pragma unroll
-      for (int t = 0; t < kChunk / kThreadsPerRow; ++t) {
-        const int j = sub + kThreadsPerRow * t;
-        float pr = 0.0f, ds = 0.0f;
-        if ((bits >> j) & 1u) {
-          pr = gsa_prob(sm.st[row * Sh::kLdS + j] * scale, sm.lse[j]);
-          ds = gsa_dscore(pr, sm.dpt[row * Sh::kLdS + j], sm.delta[j]);
-        }
-        sm.pt[row * Sh::kLdP + j] = to_elem<T>(pr);
-        sm.dst[row * Sh::kLdP + j] = to_elem<T>(ds);
+    for_row_columns(tile, row, c0, sub, [&](int j, bool edge) {
+      float pr = 0.0f, ds = 0.0f;
+      if (edge) {
+        pr = gsa_prob(sm.st[row * Sh::kLdS + j] * scale, sm.lse[j]);
+        ds = gsa_dscore(pr, sm.dpt[row * Sh::kLdS + j], sm.delta[j]);
       }
-    }
+      sm.pt[row * Sh::kLdP + j] = to_elem<T>(pr);
+      sm.dst[row * Sh::kLdP + j] = to_elem<T>(ds);
+    });
     __syncthreads();
     for (int t = warp; t < 2 * (D / 16); t += kTcThreads / 32) {
       const bool is_dv = t < D / 16;
@@ -427,23 +363,13 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkv_kernel(GsaParams p) {
       float* acc_mem = is_dv ? sm.dv : sm.dk;
       const T* a = is_dv ? sm.pt : sm.dst;      // dv += P^T dO, dk += dS^T Q
       const T* bm = is_dv ? sm.d_o : sm.q;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, acc_mem + n * 16, Sh::kLdO, wmma::mem_row_major);
-#pragma unroll
-      for (int kk = 0; kk < kChunk / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, a + kk * 16, Sh::kLdP);
-        wmma::load_matrix_sync(fb, bm + kk * 16 * Sh::kLdT + n * 16, Sh::kLdT);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(acc_mem + n * 16, acc, Sh::kLdO, wmma::mem_row_major);
+      mma_ab_acc<T, Sh::kLdP, Sh::kLdT, Sh::kLdO>(acc_mem + n * 16, a, bm + n * 16);
     }
     __syncthreads();
   }
-  if (row < rows) {
-    T* dk_out = static_cast<T*>(p.dk) + offset(p.dk_strides, b, r0 + row, h);
-    T* dv_out = static_cast<T*>(p.dv) + offset(p.dv_strides, b, r0 + row, h);
+  if (row < tile.rows) {
+    T* dk_out = static_cast<T*>(p.dk) + offset(p.dk_strides, b, tile.r0 + row, h);
+    T* dv_out = static_cast<T*>(p.dv) + offset(p.dv_strides, b, tile.r0 + row, h);
     for (int d = sub; d < D; d += kThreadsPerRow) {
       dk_out[d] = to_elem<T>(sm.dk[row * Sh::kLdO + d] * scale);
       dv_out[d] = to_elem<T>(sm.dv[row * Sh::kLdO + d]);
@@ -461,49 +387,57 @@ bool aligned_rows(const void* ptr, const GsaStrides& s) {
          s.head % kVec == 0;
 }
 
-template <typename T>
-void launch_tiles(const GsaParams& p, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.graph.tiles.n_dense), static_cast<unsigned>(p.B * p.H));
-  switch (p.D) {
-    case 16: tc_forward_kernel<T, 16><<<grid, kTcThreads, 0, stream>>>(p); break;
-    case 32: tc_forward_kernel<T, 32><<<grid, kTcThreads, 0, stream>>>(p); break;
-    case 64: tc_forward_kernel<T, 64><<<grid, kTcThreads, 0, stream>>>(p); break;
-    default: tc_forward_kernel<T, 128><<<grid, kTcThreads, 0, stream>>>(p); break;
+// Calls launch(gsa_cuda::TypeTag<T>, std::integral_constant<int, D>) with T p's half type and D its head dimension
+// (16, 32, 64, else 128: gsa_cuda_tc_unsupported keeps other values out).
+template <class F>
+void by_type_and_dim(const GsaParams& p, F&& launch) {
+  auto by_dim = [&](auto type) {
+    switch (p.D) {
+      case 16: launch(type, std::integral_constant<int, 16>{}); break;
+      case 32: launch(type, std::integral_constant<int, 32>{}); break;
+      case 64: launch(type, std::integral_constant<int, 64>{}); break;
+      default: launch(type, std::integral_constant<int, 128>{}); break;
+    }
+  };
+  if (p.dtype == GsaDtype::bf16) {
+    by_dim(gsa_cuda::TypeTag<__nv_bfloat16>{});
+  } else {
+    by_dim(gsa_cuda::TypeTag<__half>{});
   }
+}
+
+// One block per (dense tile, batch x head).
+dim3 tile_grid(const GsaParams& p, const GsaTileView& tiles) {
+  return dim3(static_cast<unsigned>(tiles.n_dense), static_cast<unsigned>(p.B * p.H));
+}
+
+void launch_tiles(const GsaParams& p, cudaStream_t stream) {
+  by_type_and_dim(p, [&](auto type, auto dim) {
+    tc_forward_kernel<typename decltype(type)::type, decltype(dim)::value>
+        <<<tile_grid(p, p.graph.tiles), kTcThreads, 0, stream>>>(p);
+  });
   cuda_check(cudaGetLastError(), "launch");
 }
 
-template <typename T>
 void launch_dq_tiles(const GsaParams& p, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.graph.tiles.n_dense), static_cast<unsigned>(p.B * p.H));
-  switch (p.D) {
-    case 16: tc_dq_kernel<T, 16><<<grid, kTcThreads, 0, stream>>>(p); break;
-    case 32: tc_dq_kernel<T, 32><<<grid, kTcThreads, 0, stream>>>(p); break;
-    case 64: tc_dq_kernel<T, 64><<<grid, kTcThreads, 0, stream>>>(p); break;
-    default: tc_dq_kernel<T, 128><<<grid, kTcThreads, 0, stream>>>(p); break;
-  }
+  by_type_and_dim(p, [&](auto type, auto dim) {
+    tc_dq_kernel<typename decltype(type)::type, decltype(dim)::value>
+        <<<tile_grid(p, p.graph.tiles), kTcThreads, 0, stream>>>(p);
+  });
   cuda_check(cudaGetLastError(), "launch (dq)");
 }
 
-template <typename T, int D>
-void launch_dkv(const GsaParams& p, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.graph.src_tiles.n_dense), static_cast<unsigned>(p.B * p.H));
-  constexpr size_t bytes = sizeof(TcDkvShared<T, D>);
-  cuda_check(cudaFuncSetAttribute(tc_dkv_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(bytes)),
-             "shared memory of the dk/dv kernel");
-  tc_dkv_kernel<T, D><<<grid, kTcThreads, bytes, stream>>>(p);
-  cuda_check(cudaGetLastError(), "launch (dk, dv)");
-}
-
-template <typename T>
 void launch_dkv_tiles(const GsaParams& p, cudaStream_t stream) {
-  switch (p.D) {
-    case 16: launch_dkv<T, 16>(p, stream); break;
-    case 32: launch_dkv<T, 32>(p, stream); break;
-    case 64: launch_dkv<T, 64>(p, stream); break;
-    default: launch_dkv<T, 128>(p, stream); break;
-  }
+  by_type_and_dim(p, [&](auto type, auto dim) {
+    using T = typename decltype(type)::type;
+    constexpr int D = decltype(dim)::value;
+    constexpr size_t bytes = sizeof(TcDkvShared<T, D>);
+    cuda_check(cudaFuncSetAttribute(tc_dkv_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(bytes)),
+               "shared memory of the dk/dv kernel");
+    tc_dkv_kernel<T, D><<<tile_grid(p, p.graph.src_tiles), kTcThreads, bytes, stream>>>(p);
+  });
+  cuda_check(cudaGetLastError(), "launch (dk, dv)");
 }
 
 // Backward: the lane groups' delta and the dq, dk, dv of rows and sources outside dense tiles (their schedules
@@ -513,33 +447,14 @@ void run_backward_tiles(const GsaParams& p, cudaStream_t stream) {
   rest.graph.rows = p.graph.tiles.rest;
   rest.graph.srcs = p.graph.src_tiles.rest;
   gsa_backward_cuda(rest, stream, GsaCudaKernels::lane_groups);
-  const bool bf16 = p.dtype == GsaDtype::bf16;
-  if (p.graph.tiles.n_dense > 0) {
-    if (bf16) {
-      launch_dq_tiles<__nv_bfloat16>(p, stream);
-    } else {
-      launch_dq_tiles<__half>(p, stream);
-    }
-  }
-  if (p.graph.src_tiles.n_dense > 0) {
-    if (bf16) {
-      launch_dkv_tiles<__nv_bfloat16>(p, stream);
-    } else {
-      launch_dkv_tiles<__half>(p, stream);
-    }
-  }
+  if (p.graph.tiles.n_dense > 0) launch_dq_tiles(p, stream);
+  if (p.graph.src_tiles.n_dense > 0) launch_dkv_tiles(p, stream);
 }
 
 // Dense tiles on tensor cores, the other rows on the lane groups; p.graph.tiles on the device.
 void run_tiles(const GsaParams& p, cudaStream_t stream) {
   const GsaTileView& tiles = p.graph.tiles;
-  if (tiles.n_dense > 0) {
-    if (p.dtype == GsaDtype::bf16) {
-      launch_tiles<__nv_bfloat16>(p, stream);
-    } else {
-      launch_tiles<__half>(p, stream);
-    }
-  }
+  if (tiles.n_dense > 0) launch_tiles(p, stream);
   if (tiles.n_rest_rows > 0) {
     GsaParams rest = p;
     rest.graph.rows = tiles.rest;

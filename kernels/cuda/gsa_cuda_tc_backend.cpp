@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/cuda/gsa_cuda.h"
-#include "kernels/gsa_backend.h"
+#include "kernels/cuda/gsa_cuda_backend.h"
 
 namespace sb {
 
@@ -14,22 +14,14 @@ namespace {
 
 thread_local GsaTcStats g_last_stats, g_last_backward_stats;
 
-class CudaTcBackend final : public GsaBackend {
+class CudaTcBackend final : public GsaCudaBackendBase {
  public:
   explicit CudaTcBackend(bool strict) : strict_(strict) {}
   std::string name() const override { return "cuda:tc"; }
-  GsaDevice device() const override { return GsaDevice::cuda; }
   std::string unsupported(const GsaParams& p) const override {
-    if (p.D < 1 || p.D > kGsaCudaMaxD) {
-      return "head dimension D = " + std::to_string(p.D) + " (the CUDA kernels take 1 to " +
-             std::to_string(kGsaCudaMaxD) + ")";
-    }
-    return strict_ ? gsa_cuda_tc_unsupported(p) : "";
-  }
-  int64_t forward_workspace_bytes(const GsaParams& p) const override { return gsa_cuda_forward_workspace_bytes(p); }
-  GsaWorkspace backward_workspace(const GsaParams& p) const override {
-    const int64_t acc_bytes = p.dtype == GsaDtype::f64 ? 8 : 4;
-    return {gsa_cuda_delta_elems(p) * acc_bytes, gsa_cuda_workspace_bytes(p)};
+    const std::string why = GsaCudaBackendBase::unsupported(p);
+    if (!why.empty() || !strict_) return why;
+    return gsa_cuda_tc_unsupported(p);
   }
   void forward(const GsaParams& p, void* stream) const override {
     gsa_require_supported(*this, p);

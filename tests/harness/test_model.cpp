@@ -10,19 +10,12 @@
 #include "harness/lm/model.h"
 #include "common/error.h"
 #include "patterns/pattern.h"
+#include "tests/harness/tiny_model.h"
 
 namespace {
 
 sb::ModelConfig tiny_config(const std::string& pattern, int64_t context) {
-  sb::ModelConfig c;
-  c.pattern = pattern;
-  c.context = context;
-  c.layers = 2;
-  c.dim = 16;
-  c.heads = 2;
-  c.ffn = 32;
-  c.dropout = 0.0;
-  return c;
+  return sb::test::tiny_model_config(pattern, context, 16, 32);
 }
 
 // Small parameters so that short test sequences still exercise each pattern's sparsity.

@@ -8,19 +8,13 @@
 #include "common/error.h"
 #include "harness/lm/model.h"
 #include "harness/lm/optimizer.h"
+#include "tests/harness/tiny_model.h"
 
 namespace {
 
 sb::ModelConfig tiny_model() {
-  sb::ModelConfig c;
-  c.pattern = "bpt";
+  sb::ModelConfig c = sb::test::tiny_model_config("bpt", 32, 32, 64);
   c.pattern_params = {{"k", 2}};
-  c.context = 32;
-  c.layers = 2;
-  c.dim = 32;
-  c.heads = 2;
-  c.ffn = 64;
-  c.dropout = 0.0;
   return c;
 }
 

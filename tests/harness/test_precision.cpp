@@ -9,20 +9,14 @@
 #include "harness/lm/model.h"
 #include "common/error.h"
 #include "kernels/torch/graph_attention_op.h"
+#include "tests/harness/tiny_model.h"
 
 namespace {
 
 sb::ModelConfig small_model(const std::string& pattern, const std::string& attention, const std::string& positions) {
-  sb::ModelConfig c;
-  c.pattern = pattern;
+  sb::ModelConfig c = sb::test::tiny_model_config(pattern, 48, 32, 64);
   c.attention = attention;
   c.positions = positions;
-  c.context = 48;
-  c.layers = 2;
-  c.dim = 32;
-  c.heads = 2;
-  c.ffn = 64;
-  c.dropout = 0.0;
   if (pattern == "bpt") c.pattern_params = {{"k", 2}};
   return c;
 }

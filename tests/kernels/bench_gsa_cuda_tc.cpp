@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "kernels/gsa_host_graph.h"
 #include "kernels/gsa_tile_plan.h"
 #include "patterns/pattern.h"
+#include "tests/kernels/gsa_cases.h"
 
 namespace {
 
@@ -36,17 +36,8 @@ T* upload(const std::vector<T>& v) {
   return p;
 }
 
-uint16_t to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-float from_bf16(uint16_t b) {
-  const uint32_t x = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
+using sb::test::bf16_to_f32;
+using sb::test::f32_to_bf16;
 
 }  // namespace
 
@@ -100,11 +91,11 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const size_t size = static_cast<size_t>(B * N * H * D);
   std::vector<uint16_t> x(size);
-  for (auto& e : x) e = to_bf16(normal(rng));
+  for (auto& e : x) e = f32_to_bf16(normal(rng));
   p.q = upload(x);
-  for (auto& e : x) e = to_bf16(normal(rng));
+  for (auto& e : x) e = f32_to_bf16(normal(rng));
   p.k = upload(x);
-  for (auto& e : x) e = to_bf16(normal(rng));
+  for (auto& e : x) e = f32_to_bf16(normal(rng));
   p.v = upload(x);
   uint16_t* o = nullptr;
   float* lse = nullptr;
@@ -201,7 +192,7 @@ int main(int argc, char** argv) {
   }
   double diff = 0.0;
   for (size_t i = 0; i < size; ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(from_bf16(outs[0][i])) - from_bf16(outs[1][i])));
+    diff = std::max(diff, std::fabs(static_cast<double>(bf16_to_f32(outs[0][i])) - bf16_to_f32(outs[1][i])));
   }
   std::printf("  max |o(cuda) - o(cuda:tc)| = %.3g, per call bitwise equal to prepared: %s\n", diff,
               outs[1] == outs[2] ? "yes" : "NO");

@@ -141,6 +141,19 @@ std::string compare_with_reference(const RefResult& ref, const std::vector<doubl
 
 namespace sb::test {
 
+uint16_t f32_to_bf16(float f) {  // round to nearest even (no NaN handling: the inputs hold none)
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+float bf16_to_f32(uint16_t b) {
+  const uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
 namespace {
 
 uint16_t f32_to_f16(float f) {  // round to nearest even, as __float2half does
@@ -180,19 +193,6 @@ float f16_to_f32(uint16_t h) {
     f = std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
   }
   return negative ? -f : f;
-}
-
-uint16_t f32_to_bf16(float f) {  // round to nearest even (the table holds no NaN)
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-float bf16_to_f32(uint16_t b) {
-  const uint32_t x = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
 }
 
 size_t elem_bytes(GsaDtype t) { return t == GsaDtype::f64 ? 8 : t == GsaDtype::f32 ? 4 : 2; }

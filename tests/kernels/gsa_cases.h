@@ -2,6 +2,7 @@
 // backend (kernels/gsa_backend.h) in every dtype, and helpers every backend's test shares.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +44,10 @@ std::vector<double> make_d_o(const GsaCase& c, const Graph& g);
 // max |a - b| and max |b|
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 double max_abs(const std::vector<double>& a);
+
+// bfloat16 bits of f rounded to nearest even (NaN not handled), and back.
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t b);
 
 template <typename T>
 std::vector<T> convert(const std::vector<double>& x) {

@@ -43,6 +43,33 @@ GsaRunOutputs run_fp32(const GsaBackend& b, const Graph& g, const RefProblem& p,
   return run_on_backend(b, g, p, d_o, GsaDtype::f32, mem);
 }
 
+// A hub of n nodes: node 0 reads every node and every node reads node 0 (relation "hub"), each node itself ("self").
+Graph hub_graph(int64_t n) {
+  GraphBuilder b(n, false);
+  const uint16_t self = b.relation("self");
+  const uint16_t hub = b.relation("hub");
+  for (int32_t i = 0; i < n; ++i) {
+    b.add_edge(i, i, self);
+    if (i != 0) {
+      b.add_edge(0, i, hub);
+      b.add_edge(i, 0, hub);
+    }
+  }
+  return b.finish();
+}
+
+// Kernel params with case c's shapes over a prepared graph and no arrays (what the path counters read).
+GsaParams shape_params(const GsaHostGraph& hg, const GsaCase& c) {
+  GsaParams p;
+  p.graph = hg.view();
+  p.B = c.B;
+  p.N = hg.n_nodes;
+  p.H = c.H;
+  p.D = c.D;
+  p.R = hg.n_relations;
+  return p;
+}
+
 // The parity table on every CPU backend in every dtype (unsupported dtypes are reported, not run).
 class GsaCpuTable : public ::testing::TestWithParam<std::string> {};
 
@@ -226,17 +253,7 @@ void GsaCpuTarget::expect_matches_reference(const Graph& g, const GsaCase& c) co
 TEST_P(GsaCpuTarget, HeavyRowsAndSourcesSplitMatchReference) {
   const GsaBackendScope scope(backend());
   const int64_t n = 3000;
-  GraphBuilder b(n, false);
-  const uint16_t self = b.relation("self");
-  const uint16_t hub = b.relation("hub");
-  for (int32_t i = 0; i < n; ++i) {
-    b.add_edge(i, i, self);
-    if (i != 0) {
-      b.add_edge(0, i, hub);
-      b.add_edge(i, 0, hub);
-    }
-  }
-  const Graph g = b.finish();
+  const Graph g = hub_graph(n);
   g.validate();
   const GsaHostGraph hg(g);
   const int64_t threshold = gsa_split_threshold(hg.n_nodes, static_cast<int64_t>(hg.col.size()));
@@ -253,17 +270,10 @@ TEST_P(GsaCpuTarget, HeavyRowsAndSourcesSplitMatchReference) {
 // and source, with and without relation terms (whose backward plan differs).
 TEST_P(GsaCpuTarget, PreparedPlansGiveTheBitsOfPlansMadePerCall) {
   const GsaBackendScope scope(backend());
-  GraphBuilder b(1500, false);
-  const uint16_t self = b.relation("self");
-  const uint16_t hub = b.relation("hub");
-  for (int32_t i = 0; i < 1500; ++i) {
-    b.add_edge(i, i, self);
-    if (i != 0) b.add_edge(0, i, hub), b.add_edge(i, 0, hub);
-  }
-  const Graph hub_graph = b.finish();
+  const Graph hub = hub_graph(1500);
   const GsaCase bpt{"bpt", {{"k", 2}}, 2048, false, 16, 2, 1, true};
   for (const auto& [g, c] : {std::pair<const Graph*, GsaCase>{&case_graph(bpt), bpt},
-                             {&hub_graph, GsaCase{"hub", {}, 1500, false, 16, 2, 1, true}}}) {
+                             {&hub, GsaCase{"hub", {}, 1500, false, 16, 2, 1, true}}}) {
     const GsaHostGraph hg(*g);
     ASSERT_FALSE(hg.cpu_plans.rows.empty()) << c.id() << ": some rows should be split";
     if (c.pattern == "bpt") ASSERT_GT(hg.cpu_plans.rows.n_tiles(), 0) << c.id() << ": column tiles expected";
@@ -385,14 +395,8 @@ TEST_P(GsaCpuTarget, RunsWithAGapMatchReference) {
   const GsaCase c{"runs-gap", {}, n, false, 32, 2, 1, false};
   if (backend().name() == "cpu:AVX2" || backend().name() == "cpu:SSE4") {
     const GsaHostGraph hg(g);
-    GsaParams p;
-    p.graph = hg.view();
-    p.B = c.B;
-    p.N = hg.n_nodes;
-    p.H = c.H;
-    p.D = c.D;
-    p.R = hg.n_relations;
-    EXPECT_GE(gsa_cpu_forward_groups(p).wide_rows, 8) << "the extra nodes should run as a wide tile on " << where();
+    EXPECT_GE(gsa_cpu_forward_groups(shape_params(hg, c)).wide_rows, 8)
+        << "the extra nodes should run as a wide tile on " << where();
   }
   expect_matches_reference(g, c);
 }
@@ -429,13 +433,7 @@ TEST_P(GsaCpuTarget, RowGroupTilesMatchReference) {
     const Graph& g = case_graph(t.c);
     const GsaHostGraph hg(g);
     const float dummy = 0.0f;
-    GsaParams p;
-    p.graph = hg.view();
-    p.B = t.c.B;
-    p.N = hg.n_nodes;
-    p.H = t.c.H;
-    p.D = t.c.D;
-    p.R = hg.n_relations;
+    GsaParams p = shape_params(hg, t.c);
     p.rel_emb = t.c.rel ? &dummy : nullptr;
     const GsaCpuForwardGroups groups = gsa_cpu_forward_groups(p);
     if (t.source_tiles) {  // the plan depends on the graph alone
@@ -644,13 +642,19 @@ TEST(GsaBackends, CudaKernelsChosenByEnvironmentAndScope) {
 TEST(GsaMath, PushAndMergeGiveTheRowsSoftmax) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> dist(-30.0, 30.0);
+  // A row of n edges: each edge's score, then its value.
+  auto draw_row = [&](int n, std::vector<double>& s, std::vector<double>& val) {
+    s.resize(static_cast<size_t>(n));
+    val.resize(static_cast<size_t>(n));
+    for (size_t i = 0; i < s.size(); ++i) {
+      s[i] = dist(rng);
+      val[i] = dist(rng);
+    }
+  };
   for (int trial = 0; trial < 50; ++trial) {
     const int n = 1 + trial % 17;
-    std::vector<double> s(static_cast<size_t>(n)), val(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) {
-      s[static_cast<size_t>(i)] = dist(rng);
-      val[static_cast<size_t>(i)] = dist(rng);
-    }
+    std::vector<double> s, val;
+    draw_row(n, s, val);
     double m = -std::numeric_limits<double>::infinity(), l = 0, sum = 0;
     for (double x : s) m = std::max(m, x);
     for (int i = 0; i < n; ++i) {
@@ -688,11 +692,8 @@ TEST(GsaMath, PushAndMergeGiveTheRowsSoftmax) {
   // Pushing blocks of 3 edges (the last one short: skipped entries) gives the same row.
   for (int trial = 0; trial < 20; ++trial) {
     const int n = 1 + trial % 8;
-    std::vector<double> s(static_cast<size_t>(n)), val(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) {
-      s[static_cast<size_t>(i)] = dist(rng);
-      val[static_cast<size_t>(i)] = dist(rng);
-    }
+    std::vector<double> s, val;
+    draw_row(n, s, val);
     GsaSoftmaxState<double> one = gsa_softmax_init<double>(), block = gsa_softmax_init<double>();
     double acc_one = 0, acc_block = 0;
     for (int i = 0; i < n; ++i) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/gsa_split_plan.h"
@@ -16,6 +17,17 @@ std::vector<int64_t> csr_from_degrees(const std::vector<int64_t>& degrees) {
   std::vector<int64_t> row_ptr(1, 0);
   for (int64_t d : degrees) row_ptr.push_back(row_ptr.back() + d);
   return row_ptr;
+}
+
+// Degrees of n rows, light (uniform in [0, max_light], seeded) but for the hubs {row, degree}.
+std::vector<int64_t> degrees_with_hubs(uint64_t seed, int n, int64_t max_light,
+                                       const std::vector<std::pair<int, int64_t>>& hubs) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> light(0, max_light);
+  std::vector<int64_t> degrees;
+  for (int i = 0; i < n; ++i) degrees.push_back(light(rng));
+  for (const auto& [row, degree] : hubs) degrees[row] = degree;
+  return degrees;
 }
 
 // Every edge of every row belongs to exactly one piece (split rows) or to its unsplit row; pieces of a row are
@@ -59,15 +71,9 @@ void check_plan(const std::vector<int64_t>& row_ptr, const GsaSplitPlan& plan, i
 }
 
 TEST(GsaSplitPlan, CoversEveryEdgeOnceInAFixedOrder) {
-  std::mt19937_64 rng(11);
-  std::uniform_int_distribution<int64_t> light(0, 40);
-  std::vector<int64_t> degrees;
-  for (int i = 0; i < 500; ++i) degrees.push_back(light(rng));
-  degrees[0] = 10000;  // hubs at the ends and in the middle, one exactly at the threshold
-  degrees[250] = 513;
-  degrees[251] = 512;
-  degrees[499] = 4097;
-  const std::vector<int64_t> row_ptr = csr_from_degrees(degrees);
+  // hubs at the ends and in the middle, one exactly at the threshold
+  const std::vector<int64_t> row_ptr =
+      csr_from_degrees(degrees_with_hubs(11, 500, 40, {{0, 10000}, {250, 513}, {251, 512}, {499, 4097}}));
   const int64_t threshold = gsa_split_threshold(500, row_ptr.back());
   EXPECT_EQ(threshold, 512);
   const GsaSplitPlan plan = gsa_split_plan(row_ptr.data(), 500, threshold);
@@ -206,12 +212,7 @@ TEST(GsaColumnSplitPlan, TilesGroupPiecesOfOneFullBlock) {
 // The packed device schedule: its view gives the plan back, and the unsplit rows once each, heaviest first (ties in
 // row order), so every edge is walked exactly once by either a piece or its whole row.
 TEST(GsaSplitPlan, PackedScheduleCoversEveryRowOnceHeaviestFirst) {
-  std::mt19937_64 rng(5);
-  std::uniform_int_distribution<int64_t> light(0, 60);
-  std::vector<int64_t> degrees;
-  for (int i = 0; i < 300; ++i) degrees.push_back(light(rng));
-  degrees[7] = 3000;
-  degrees[200] = 700;
+  const std::vector<int64_t> degrees = degrees_with_hubs(5, 300, 60, {{7, 3000}, {200, 700}});
   const std::vector<int64_t> row_ptr = csr_from_degrees(degrees);
   const int64_t threshold = gsa_device_split_threshold(300, row_ptr.back());
   EXPECT_EQ(threshold, 256);

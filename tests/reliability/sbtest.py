@@ -1,8 +1,10 @@
 # Helpers for the reliability tests: run the sparsebench binary, assert its exit code and message, make tiny inputs.
+import inspect
 import os
 import random
 import signal
 import subprocess
+import sys
 import time
 
 SKIP = 77
@@ -37,6 +39,20 @@ def run(binary, args, expect_rc, mentions=(), timeout=60, cwd=None, preexec_fn=N
         if m not in out:
             raise Failure(f"the output does not mention {m!r}\n{shown}")
     return out
+
+
+def drive(main, usage):
+    """A driver's entry point: main(*arguments), its return value the exit status; a count of arguments other than
+    main's prints `usage` and exits 2, a Failure prints FAIL and exits 1."""
+    args = sys.argv[1:]
+    if len(args) != len(inspect.signature(main).parameters):
+        print(usage, file=sys.stderr)
+        sys.exit(2)
+    try:
+        sys.exit(main(*args))
+    except Failure as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 def write(path, text):

@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
-from sbtest import Failure, run, text_data, write  # noqa: E402
+from sbtest import Failure, drive, run, text_data, write  # noqa: E402
 
 STEPS = 200
 
@@ -95,8 +95,4 @@ def main(binary, work):
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1], sys.argv[2])
-    except Failure as e:
-        print(f"FAIL: {e}")
-        sys.exit(1)
+    drive(main, "usage: midpoint_resume.py SPARSEBENCH WORK_DIR")

@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
-from sbtest import Failure, run, text_data, write  # noqa: E402
+from sbtest import Failure, drive, run, text_data, write  # noqa: E402
 
 # The fields that describe a point (point_to_json): they must not depend on how the sweep was split.
 DESCRIPTION = ["point", "index", "scenario", "kind", "pattern", "label", "attention", "params", "degree_target",
@@ -164,11 +164,4 @@ def main(binary, work):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        print(__doc__ or "usage: parallel_sweep.py SPARSEBENCH WORK_DIR", file=sys.stderr)
-        sys.exit(2)
-    try:
-        sys.exit(main(sys.argv[1], sys.argv[2]))
-    except Failure as e:
-        print(f"FAIL: {e}", file=sys.stderr)
-        sys.exit(1)
+    drive(main, __doc__ or "usage: parallel_sweep.py SPARSEBENCH WORK_DIR")

@@ -9,7 +9,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
-from sbtest import Failure, run, text_data, write  # noqa: E402
+from sbtest import Failure, drive, run, text_data, write  # noqa: E402
 
 
 def scenario(name, data, patterns, steps=40, log_every=10, checkpoint_every=20):
@@ -89,8 +89,4 @@ def main(binary, work):
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1], sys.argv[2])
-    except Failure as e:
-        print(f"FAIL: {e}")
-        sys.exit(1)
+    drive(main, "usage: reuse_runs.py SPARSEBENCH WORK_DIR")

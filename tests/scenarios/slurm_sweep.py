@@ -10,7 +10,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
-from sbtest import SKIP, Failure, text_data, write  # noqa: E402
+from sbtest import SKIP, Failure, drive, text_data, write  # noqa: E402
 
 
 def stop(cluster):
@@ -101,11 +101,4 @@ def main(binary, source, work):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        print("usage: slurm_sweep.py SPARSEBENCH SOURCE_DIR WORK_DIR", file=sys.stderr)
-        sys.exit(2)
-    try:
-        sys.exit(main(*sys.argv[1:]))
-    except Failure as e:
-        print(f"FAIL: {e}", file=sys.stderr)
-        sys.exit(1)
+    drive(main, "usage: slurm_sweep.py SPARSEBENCH SOURCE_DIR WORK_DIR")

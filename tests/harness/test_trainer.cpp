@@ -207,13 +207,22 @@ TEST(Train, HalfPrecisionTrainsAndRecordsItsPrecision) {
   sb::test::remove_tree(base);
 }
 
+namespace {
+
+// A finished tiny run of `steps` in base/run, without the final evaluation: its config, for the resume tests.
+sb::TrainConfig finished_run(const std::string& base, int64_t steps) {
+  auto cfg = tiny(make_corpus(base), base + "/run");
+  cfg.steps = steps;
+  cfg.final_eval = false;
+  EXPECT_EQ(sb::train(cfg)["status"], "ok");
+  return cfg;
+}
+
+}  // namespace
+
 TEST(Train, CorruptOrMissingCheckpointIsRefused) {
   const std::string base = temp_dir("corrupt");
-  const std::string data = make_corpus(base);
-  auto cfg = tiny(data, base + "/run");
-  cfg.steps = 5;
-  cfg.final_eval = false;
-  ASSERT_EQ(sb::train(cfg)["status"], "ok");
+  auto cfg = finished_run(base, 5);
   const std::string ckpt = base + "/run/checkpoint.pt";
   ASSERT_TRUE(fs::exists(ckpt));
   EXPECT_FALSE(fs::exists(ckpt + ".tmp"));  // the atomic write left no temporary behind
@@ -244,11 +253,7 @@ TEST(Train, CorruptOrMissingCheckpointIsRefused) {
 
 TEST(Train, ResumeRefusesDifferentModel) {
   const std::string base = temp_dir("mismatch");
-  const std::string data = make_corpus(base);
-  auto cfg = tiny(data, base + "/run");
-  cfg.steps = 2;
-  cfg.final_eval = false;
-  ASSERT_EQ(sb::train(cfg)["status"], "ok");
+  auto cfg = finished_run(base, 2);
   cfg.resume = true;
   cfg.model.dim = 32;
   cfg.steps = 3;

@@ -13,12 +13,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import TRAIN_TINY, Failure, kill_at_random, run, text_data, write  # noqa: E402
 
+# Timings and the machine's state when each process started (the wait policy follows the load at start).
 TIMING = {"tokens_per_s", "train_s", "seconds", "time", "wall_s", "timing", "samples_s", "threads_used", "cpu_share",
-          "busy_machine", "busy_reasons", "contention"}
+          "busy_machine", "busy_reasons", "contention", "omp_wait_policy"}
 
 
 def strip(v):
-    """A record without its timings (which differ between any two runs)."""
+    """A record without its timings and machine state (which differ between any two runs)."""
     if isinstance(v, dict):
         return {k: strip(x) for k, x in v.items() if k not in TIMING}
     if isinstance(v, list):

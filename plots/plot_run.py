@@ -625,12 +625,17 @@ def task_section(tgroups, tcomps):
              "where no query is reached, accuracy must stay at chance: **holds** when the pooled accuracy over seeds "
              "lies in the 95% binomial interval of chance, **fails** otherwise; where reached, **retrieves** when the "
              "pooled 95% Wilson interval lies above chance, **at chance** otherwise.", "",
-             "| task | pattern | context | degree | seeds | test accuracy | chance | tokens/s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "Gates (a contrast's verdict needs every run behind it to pass both): **trained**, the run retrieves at "
+             "its nearest distance (above chance's 95% interval); **flattened**, valid accuracy gained less than "
+             f"{100 * task_groups.FLAT_ACCURACY:.0f} points over the last 20% of the steps.", "",
+             "| task | pattern | context | degree | seeds | test accuracy | chance | trained | flattened | tokens/s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for g in tgroups:
+        def passed(word):
+            return f"{sum(1 for f in g['gates'].values() if not any(x.startswith(word) for x in f))}/{g['n']}"
         lines.append(f"| {g['task']} | {g['label']} | {g['length']} | {fmt_num(g['degree'], '{:.1f}')} | {g['n']} | "
-                     f"{fmt_pct_ci(g['test_accuracy'])} | {100 * g['chance']:.1f} | "
-                     f"{fmt_num(g['tokens_per_s']['mean'], '{:.0f}')} |")
+                     f"{fmt_pct_ci(g['test_accuracy'])} | {100 * g['chance']:.1f} | {passed('not trained')} | "
+                     f"{passed('not flattened')} | {fmt_num(g['tokens_per_s']['mean'], '{:.0f}')} |")
     lines += ["", "### By distance, with the reach prediction", "",
               "| task | pattern | context | distance | accuracy | pooled answers | reach | hops min..max | prediction |",
               "|---|---|---|---|---|---|---|---|---|"]

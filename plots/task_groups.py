@@ -11,6 +11,11 @@ arrive within the model's layers) and the prediction check:
 contrasts(groups) pairs each non-bpt group with the bpt group of nearest degree at its length and task (only within
 MATCHED_RATIO of it: segtree and dense are not at matched degree), per bucket, seed by seed (bpt - other); the
 buckets beyond the other pattern's reach form one family and those within it another, each Holm-corrected.
+A contrast's verdict is "supports" / "contradicts" only when every run behind it passes the task gates:
+  trained    the run retrieves at its nearest distance bucket of at least NEAR_ANSWERS answers (accuracy above
+             chance's 95% binomial interval there): a model that learnt nothing says nothing about its graph;
+  flattened  valid accuracy gained less than FLAT_ACCURACY from the last evaluation at or before stats.FLAT_FRACTION
+             of the steps to the last one (a run still learning may yet change the difference).
 """
 import math
 from collections import defaultdict
@@ -19,6 +24,8 @@ import stats
 
 Z95 = 1.959963984540054
 MATCHED_RATIO = 1.5  # degrees further apart than this are not a matched-degree pair
+NEAR_ANSWERS = 50  # the "trained" gate looks at the nearest bucket with at least this many answers
+FLAT_ACCURACY = 0.03  # valid accuracy gained over the last 20% of the steps below which a task run counts as flattened
 
 
 def is_task_record(r):
@@ -61,6 +68,45 @@ def bucket_summary(rows, k, chance):
     return out
 
 
+def accuracy_flattened(evals, steps):
+    """(gain, flattened) of a task run's valid accuracy over its last stretch, or None without an evaluation before it."""
+    if not stats.is_number(steps) or steps <= 0:
+        return None
+    curve = sorted((e["step"], e["accuracy"]) for e in evals or [] if isinstance(e, dict) and
+                   e.get("split", "valid") == "valid" and stats.is_number(e.get("step")) and
+                   stats.is_number(e.get("accuracy")))
+    early = [c for c in curve if c[0] <= stats.FLAT_FRACTION * steps]
+    if not early or early[-1][0] >= curve[-1][0]:
+        return None
+    gain = curve[-1][1] - early[-1][1]
+    return gain, gain < FLAT_ACCURACY
+
+
+def run_gates(r, chance):
+    """The task gates one run fails, in words (empty: it passes)."""
+    failed = []
+    by = [b for b in r.get("accuracy_by_distance") or [] if isinstance(b, dict) and b.get("answers")]
+    near = next((b for b in by if b["answers"] >= NEAR_ANSWERS), by[0] if by else {})
+    lo, hi = chance_interval(chance, near.get("answers") or 0)
+    if not stats.is_number(near.get("accuracy")) or near["accuracy"] <= hi:
+        failed.append("not trained (at chance at its nearest distance)")
+    flat = accuracy_flattened(r.get("evals"), r.get("steps"))
+    if flat is None:
+        failed.append("not flattened (no valid evaluation before the last 20% of the steps)")
+    elif not flat[1]:
+        failed.append(f"not flattened (valid accuracy +{100 * flat[0]:.1f} points over the last 20% of the steps)")
+    return failed
+
+
+def gates_failed(runs):
+    """What the runs behind one comparison fail, counted per gate ("not flattened (2 of 6 runs)")."""
+    counts = defaultdict(int)
+    for r, chance in runs:
+        for why in run_gates(r, chance):
+            counts[why.split(" (")[0]] += 1
+    return [f"{why} ({n} of {len(runs)} runs)" for why, n in counts.items()]
+
+
 def group_tasks(records):
     rows = defaultdict(list)
     for r in records:
@@ -80,6 +126,7 @@ def group_tasks(records):
             "test_accuracy": stats.summary([r["test_accuracy"] for r in rs if stats.is_number(r.get("test_accuracy"))]),
             "tokens_per_s": stats.summary([r["tokens_per_s"] for r in rs if stats.is_number(r.get("tokens_per_s"))]),
             "per_seed": {r.get("seed"): r for r in rs},
+            "gates": {r.get("seed"): run_gates(r, chance) for r in rs},
             "buckets": [bucket_summary(rs, k, chance) for k in range(nb)]})
     groups.sort(key=lambda g: (str(g["task"]), g["length"] or 0, str(g["pattern"]), g["degree"] or 0.0))
     return groups
@@ -108,8 +155,9 @@ def contrasts(groups):
                 pairs = [(acc(b, s), acc(g, s)) for s in seeds]
                 d = stats.summary([x - y for x, y in pairs if x is not None and y is not None])
                 beyond = gb["fraction_reachable"] == 0
+                runs = [(grp["per_seed"][s], grp["chance"]) for grp in (b, g) for s in seeds]
                 out.append(dict(d, task=task, length=length, lo=gb["lo"], hi=gb["hi"], bpt=b["label"],
-                                other=g["label"], other_beyond_reach=beyond,
+                                other=g["label"], other_beyond_reach=beyond, gates_failed=gates_failed(runs),
                                 family=f"{task}@{length}: bpt vs {g['label']} {'beyond' if beyond else 'within'} "
                                        "its reach", p=stats.t_test_p(d)))
     families = defaultdict(list)
@@ -120,5 +168,5 @@ def contrasts(groups):
             c["p_holm"] = p
     for c in out:
         ci = c["ci95"] or [None, None]
-        c["verdict"], c["verdict_reason"] = stats.gated_verdict(ci[0], ci[1], +1, c["p_holm"])
+        c["verdict"], c["verdict_reason"] = stats.gated_verdict(ci[0], ci[1], +1, c["p_holm"], c["gates_failed"])
     return out

@@ -76,6 +76,16 @@ void generate(const TaskSpec& s, RowRng& rng, int64_t* seq, float* answer, int64
   if (s.name == "recall_distance" || s.name == "mqar") {
     for (int64_t t = 0; t < T; ++t) seq[t] = rng.below(F);  // filler
     const std::vector<int64_t> keys = draw_keys(s, rng, s.pairs);
+    // mqar: query slots (2 tokens each) after the pairs, slot g (0-based) drawn with weight 1/(g + 1) as Zoology draws
+    // its gaps (power law x^(a-1), a = 0.01): most queries close to the pairs, a tail to the end. Integer weights,
+    // so every standard library draws the same slots.
+    std::vector<uint64_t> cum;
+    if (s.name == "mqar") {
+      const int64_t slots = (T - 1 - 2 * s.pairs) / 2;
+      cum.resize(static_cast<size_t>(slots));
+      uint64_t total = 0;
+      for (int64_t g = 0; g < slots; ++g) cum[static_cast<size_t>(g)] = total += (uint64_t{1} << 40) / static_cast<uint64_t>(g + 1);
+    }
     for (int64_t i = 0; i < s.pairs; ++i) {
       // recall_distance: the distance is chosen and the pair placed anywhere it fits; mqar (Zoology's layout): every
       // pair up front, each key queried once later.
@@ -87,7 +97,8 @@ void generate(const TaskSpec& s, RowRng& rng, int64_t* seq, float* answer, int64
           pk = q - d;
         } else {
           pk = 2 * i;
-          q = 2 * s.pairs + rng.below(T - 1 - 2 * s.pairs);
+          const uint64_t r = rng.next() % cum.back();
+          q = 2 * s.pairs + 2 * static_cast<int64_t>(std::upper_bound(cum.begin(), cum.end(), r) - cum.begin());
         }
         if (d > 0 ? !free_at({pk, pk + 1, q, q + 1}) : !free_at({q, q + 1})) continue;
         plant(pk, q, keys[static_cast<size_t>(i)]);

@@ -99,6 +99,35 @@ TEST(Tasks, MqarQueriesEveryPairOnce) {
   }
 }
 
+// MQAR queries come after the pairs with Zoology's power-law gaps: most close to the pairs, a tail to the end, so
+// every power-of-two distance bucket gets answers.
+TEST(Tasks, MqarQueryGapsFollowAPowerLaw) {
+  const sb::TaskSpec s = sb::task_spec(task_config({{"task", "mqar"}, {"task-pairs", "16"}, {"task-vocab", "256"},
+                                                    {"context", "512"}}));
+  const auto b = sb::task_batch(s, 5, sb::TaskSplit::train, 0, 64, 0, 64);
+  auto ans = b.answer.accessor<float, 2>();
+  auto bkt = b.bucket.accessor<int64_t, 2>();
+  const int64_t slots = (512 - 2 * 16) / 2;
+  int64_t queries = 0, near = 0, far = 0;
+  std::map<int64_t, int64_t> per_bucket;
+  for (int64_t r = 0; r < 64; ++r) {
+    for (int64_t q = 0; q < 512; ++q) {
+      if (ans[r][q] == 0.0f) continue;
+      ++queries;
+      ASSERT_EQ((q - 32) % 2, 0) << q;  // a query slot starts every 2 tokens after the 16 pairs
+      const int64_t slot = (q - 32) / 2;
+      near += slot < slots / 10;
+      far += slot >= slots / 2;
+      ++per_bucket[bkt[r][q]];
+    }
+  }
+  EXPECT_EQ(queries, 64 * 16);
+  EXPECT_GT(near, queries * 35 / 100);  // uniform slots would put 10% there
+  EXPECT_GT(far, queries * 3 / 100);
+  EXPECT_LT(far, queries * 30 / 100);  // uniform: 50%
+  EXPECT_GE(per_bucket.size(), 7u);    // distances 2 .. 511: 8 buckets
+}
+
 // khop: following the listed links `hops` times from the query symbol gives the target.
 TEST(Tasks, KhopAnswersFollowTheChain) {
   const sb::TaskSpec s = sb::task_spec(task_config({{"task", "khop"}, {"task-hops", "3"}, {"task-vocab", "32"}}));

@@ -8,13 +8,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import task_groups  # noqa: E402
 
 
-def rec(pattern, degree, seed, accs, reach, answers=400, length=512):
-    """A task record with one bucket per (distance, accuracy) and the graph's reach fraction for each."""
+def rec(pattern, degree, seed, accs, reach, answers=400, length=512, late_gain=0.01):
+    """A task record with one bucket per (distance, accuracy) and the graph's reach fraction for each; its valid
+    accuracy gains `late_gain` over the last 20% of its 300 steps."""
     by = [{"lo": d, "hi": d, "answers": answers, "accuracy": a} for d, a in accs]
     rb = [{"lo": d, "hi": d, "fraction_reachable": f, "min_hops": 1 if f else 3, "max_hops": 2 if f else 3}
           for (d, _), f in zip(accs, reach)]
     return {"kind": "train", "status": "ok", "pattern": pattern, "label": pattern, "length": length, "degree": degree,
-            "layers": 2, "seed": seed, "config_id": f"{pattern}/n={length}", "tokens_per_s": 1000.0,
+            "layers": 2, "seed": seed, "config_id": f"{pattern}/n={length}", "tokens_per_s": 1000.0, "steps": 300,
+            "evals": [{"kind": "eval", "split": "valid", "step": 150, "accuracy": 0.2},
+                      {"kind": "eval", "split": "valid", "step": 240, "accuracy": 0.5 - late_gain},
+                      {"kind": "eval", "split": "valid", "step": 300, "accuracy": 0.5}],
             "task": {"name": "recall_distance", "chance": 0.0625, "params": {}}, "test_accuracy": 0.5,
             "accuracy_by_distance": by, "reach": {"layers": 2, "buckets": rb}}
 
@@ -47,6 +51,25 @@ class Prediction(unittest.TestCase):
         self.assertEqual(cs[0]["family"], "recall_distance@512: bpt vs window within its reach")
         self.assertAlmostEqual(cs[1]["mean"], 0.7 - 0.0625, places=12)
         self.assertEqual(cs[1]["verdict"], "supports")
+        self.assertEqual(cs[1]["gates_failed"], [])
+
+    def test_verdicts_need_trained_and_flattened_runs(self):
+        # bpt seed 2 still learning; the window's seed 3 at chance at its nearest distance
+        recs = [dict(r) for r in self.records]
+        for i, r in enumerate(recs):
+            if r["pattern"] == "bpt" and r["seed"] == 2:
+                recs[i] = rec("bpt", 47.5, 2, [(8, 0.81), (64, 0.71), (128, 0.61)], [1.0] * 3, late_gain=0.10)
+            if r["pattern"] == "window" and r["seed"] == 3:
+                recs[i] = rec("window", 48.0, 3, [(8, 0.07), (64, 0.06), (128, 0.49)], [1.0, 0.0, 0.0])
+        groups = {g["pattern"]: g for g in task_groups.group_tasks(recs)}
+        self.assertEqual(groups["bpt"]["gates"][1], [])
+        self.assertTrue(groups["bpt"]["gates"][2][0].startswith("not flattened (valid accuracy +10.0 points"))
+        self.assertTrue(groups["window"]["gates"][3][0].startswith("not trained"))
+        far = [c for c in task_groups.contrasts(list(groups.values())) if c["other_beyond_reach"]]
+        self.assertEqual(far[0]["gates_failed"], ["not flattened (1 of 6 runs)", "not trained (1 of 6 runs)"])
+        self.assertEqual(far[0]["verdict"], "inconclusive")
+        self.assertTrue(far[0]["verdict_reason"].startswith("gate failed: not flattened (1 of 6 runs)"))
+        self.assertIsNone(task_groups.accuracy_flattened([{"split": "valid", "step": 300, "accuracy": 0.5}], 300))
 
 
 if __name__ == "__main__":

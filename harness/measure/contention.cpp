@@ -13,6 +13,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -217,15 +218,13 @@ std::pair<int64_t, int64_t> own_threads() {
 
 ContentionSnapshot take_snapshot() {
   ContentionSnapshot s;
-  // Our threads are read before and after the machine's count: an OpenMP thread that stops spinning between the
-  // two reads would otherwise count as another process's task (seen on a quiet machine: "1 other" with cpu_share 1).
-  const int64_t running_before = own_threads().first;
   const ProcStat st = parse_proc_stat(read_text("/proc/stat").value_or(""));
   s.procs_running = st.procs_running;
   if (s.procs_running < 0) s.procs_running = parse_loadavg_running(read_text("/proc/loadavg").value_or(""));
-  const auto [running_after, wait] = own_threads();
-  s.own_running = std::max(running_before, running_after);
-  s.own_wait_ns = wait;
+  // One read of our threads per sample: the sampler runs beside timed work and takes a core from it while it reads.
+  // (An OpenMP thread that stops spinning between the two counts can read as another task; the rule's cpu_share
+  // condition keeps that from flagging a point whose threads ran the whole region.)
+  std::tie(s.own_running, s.own_wait_ns) = own_threads();
   return s;
 }
 

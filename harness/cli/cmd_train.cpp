@@ -1,6 +1,5 @@
 // `sparsebench train`: train a byte-level language model on enwik8 over a causal attention pattern.
 #include <cstdio>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -72,11 +71,7 @@ int cmd_train(const std::vector<std::string>& args) {
     // recorded config (not flags to parse back).
     std::string why;
     if (!process_group_available(cfg.device, &why)) throw Error(fmt::format("--nproc {}: {}", cfg.nproc, why));
-    const std::string config_file = write_rank_config(cfg, train_config_json(cfg));
-    const int rc = run_local_ranks({"sparsebench", "train", "--config-json", config_file}, static_cast<int>(cfg.nproc));
-    std::error_code ec;
-    std::filesystem::remove(config_file, ec);
-    return rc;
+    return run_ranks_with_config(cfg, train_config_json(cfg));
   }
   nlohmann::json result;
   try {

@@ -43,6 +43,7 @@
 #include "harness/measure/threads.h"
 #include "common/config_changes.h"
 #include "common/files.h"
+#include "common/json_guard.h"
 #include "harness/lm/evaluation.h"
 #include "harness/lm/run_state.h"
 
@@ -151,6 +152,10 @@ struct DropoutShard {
   ~DropoutShard() { set_dropout_shard(0); }
 };
 
+constexpr const char* kNoTrainingData =
+    "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use the 4 MB "
+    "prefix shared/data/enwik8-head.bin), or --task NAME for a generated task";
+
 // Training in this process with more than one rank asked for and no launcher around it.
 void refuse_ranks_here(const TrainConfig& cfg, const RankLayout& layout) {
   if (layout.distributed() || cfg.nproc <= 1) return;
@@ -249,9 +254,7 @@ Training::Training(const PreparedTraining& run, const RankLayout& layout)
       window_(run.cfg.model.context + 1),
       tokens_per_step_(run.cfg.batch * layout.world_size * run.cfg.model.context) {
   if (!task_.active() && !in_.data) {
-    throw Error(
-        "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use "
-        "the 4 MB prefix shared/data/enwik8-head.bin), or --task NAME for a generated task");
+    throw Error(kNoTrainingData);
   }
   MemoryTracker::install();  // large blocks kept for reuse, as in `run` and `bench` (host_large_blocks)
   if (layout.distributed()) {
@@ -670,9 +673,7 @@ PreparedTraining prepare_training(const TrainConfig& cfg, torch::Device device, 
   }
   const TaskSpec task = task_spec(run.cfg);  // a generated task: no data file (refused with one)
   if (!task.active() && run.cfg.data.empty()) {
-    throw Error(
-        "no training data: pass --data PATH to an enwik8 file (download it with scripts/fetch_enwik8.sh, or use "
-        "the 4 MB prefix shared/data/enwik8-head.bin), or --task NAME for a generated task");
+    throw Error(kNoTrainingData);
   }
   validate_model_config(run.cfg.model);  // option ranges were checked where the config was read (CLI, scenario)
   check_training_memory(run.cfg, layout.local_world_size);
@@ -706,6 +707,9 @@ json train(const TrainConfig& cfg, const RankLayout& layout) {
   return train(prepare_training(cfg, layout), layout);
 }
 
+namespace {
+
+// Writes the file `train --config-json` reads: the recorded config and the settings a run takes but does not record.
 std::string write_rank_config(const TrainConfig& cfg, const json& config) {
   std::string path = (fs::temp_directory_path() / "sparsebench-ranks-XXXXXX.json").string();
   const int fd = mkstemps(path.data(), 5);
@@ -715,12 +719,22 @@ std::string write_rank_config(const TrainConfig& cfg, const json& config) {
   return path;
 }
 
+}  // namespace
+
+int run_ranks_with_config(const TrainConfig& cfg, const json& config) {
+  const std::string config_file = write_rank_config(cfg, config);
+  const int rc = run_local_ranks({"sparsebench", "train", "--config-json", config_file}, static_cast<int>(cfg.nproc));
+  std::error_code ec;
+  fs::remove(config_file, ec);
+  return rc;
+}
+
 TrainConfig read_rank_config(const std::string& file) {
   bool exists = false;
   const std::string text = read_file(file, &exists);
   const std::string where = "--config-json " + file;
   if (!exists) throw Error(fmt::format("{}: no such file", where));
-  const json doc = json::parse(text, nullptr, false);
+  const json doc = parse_json_guarded(text, where);
   if (!doc.is_object()) throw Error(fmt::format("{}: expected {{\"config\": ..., \"settings\": ...}}", where));
   return train_config_from_json(doc.value("config", json()), doc.value("settings", json()), where);
 }
@@ -728,10 +742,7 @@ TrainConfig read_rank_config(const std::string& file) {
 json train_local_ranks(const PreparedTraining& run) {
   const TrainConfig& cfg = run.cfg;
   if (cfg.nproc <= 1) return train(run);
-  const std::string config_file = write_rank_config(cfg, run.config);
-  const int rc = run_local_ranks({"sparsebench", "train", "--config-json", config_file}, static_cast<int>(cfg.nproc));
-  std::error_code ec;
-  fs::remove(config_file, ec);
+  const int rc = run_ranks_with_config(cfg, run.config);
   const std::string result_path = RunPaths(cfg.out_dir).result;
   if (rc != 0) {
     throw Error(fmt::format("training with {} ranks failed (exit status {}; see the ranks' messages above)",

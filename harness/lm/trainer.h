@@ -54,10 +54,11 @@ nlohmann::json train(const TrainConfig& cfg, const RankLayout& layout = RankLayo
 // Throws sb::Error when a rank fails. For callers that run training inside another command (the scenario runner).
 nlohmann::json train_local_ranks(const PreparedTraining& run);
 
-// Writes the file `train --config-json` reads: the recorded config and the settings a run takes but does not record
-// (resume, overwrite, quiet, ...). Returns its path (a new temporary file the caller removes).
-std::string write_rank_config(const TrainConfig& cfg, const nlohmann::json& config);
-// Reads it back (`file` names it in messages); throws sb::Error naming the file and field.
+// Starts cfg.nproc local ranks of `sparsebench train`, handing them `config` (cfg's recorded config) and the settings
+// a run takes but does not record (resume, overwrite, quiet, ...) through a temporary `--config-json` file; returns
+// the launcher's exit status.
+int run_ranks_with_config(const TrainConfig& cfg, const nlohmann::json& config);
+// Reads that file (`file` names it in messages); throws sb::Error naming the file and field.
 TrainConfig read_rank_config(const std::string& file);
 
 }  // namespace sb

@@ -44,6 +44,9 @@ class GsaBackend {
   // of backward_workspace(p).
   virtual void forward(const GsaParams& p, void* stream) const = 0;
   virtual void backward(const GsaParams& p, void* stream) const = 0;
+  // What the calling thread's last forward on this backend ran where, for records (cuda:tc: the share of edges on
+  // tensor cores, or why none ran there); "" when the backend has one way of running a call.
+  virtual std::string last_call() const { return ""; }
 };
 
 // Backends register themselves from their own files: a GsaBackendRegistrar at namespace scope there names a factory
@@ -69,8 +72,9 @@ const std::vector<const GsaBackend*>& gsa_backends();
 // The backend named `name`, or nullptr.
 const GsaBackend* find_gsa_backend(const std::string& name);
 // The backend calls on `device` use: the active CPU target (gsa_cpu_target()), or the CUDA backend that
-// SB_CUDA_KERNELS names (groups or unset: "cuda", warp: "cuda:warp", tc: "cuda:tc"; another value throws
-// sb::Error); nullptr when this build has none for the device.
+// SB_CUDA_KERNELS names (tc or unset: "cuda:tc", tensor-core tiles where they apply and lane groups for the rest;
+// groups: "cuda", lane groups throughout; warp: "cuda:warp"; another value throws sb::Error); nullptr when this
+// build has none for the device.
 const GsaBackend* gsa_backend_for(GsaDevice device);
 // Makes `b` the backend gsa_backend_for(b.device()) returns while it lives (a CPU backend pins its target
 // and the previous one comes back after); how a caller, e.g. a test, sends the op to one backend.

@@ -6,19 +6,29 @@
 #   test_gsa_op, sparsebench_ops). One built on another machine is configured with
 #   -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST and may bring libraries this one lacks in BUILD_DIR/lib.
 #   OUT_DIR receives gpu.tgz (everything, re-packed after each step, so a run cut short keeps what finished) and
-#   summary.txt. STEP: env tests sanitizer sweep fig7 flex ncu train train_ncu (default: all, in that order); each step has its
-#   own time limit, which SB_GPU_SCALE multiplies (default 1, fractions allowed).
+#   summary.txt. STEP: env tests sanitizer sweep tc fig7 flex ncu train graphs_eval train_ncu campaign (default: all
+#   but campaign, in that order); each step has its own time limit, which SB_GPU_SCALE multiplies (default 1,
+#   fractions allowed).
+#   sweep: scenarios/gpu_bf16.json on the default kernels (cuda:tc), then without relation embeddings on cuda:tc and
+#   on the lane groups (SB_CUDA_KERNELS=groups), and bpt and window on one warp per edge;
+#   tc: bench_gsa_cuda_tc (lane groups beside tensor-core tiles, plain launchers) on window, bpt and bigbird.
 #   train: the quality model and the paper's model trained for tens to hundreds of steps (tokens/s, CUDA graphs,
 #   --profile, fp32 losses under each AdamW and SB_BASELINE's); train_ncu: the kernels of the quality model's steps
 #   under ncu. Their data is SB_TRAIN_DATA (default BUILD_DIR/data/enwik8-head.bin, else
 #   ../shared/data/enwik8-head.bin).
+#   graphs_eval: the quality model in float32 with evaluations and checkpoints between CUDA-graph replays, against
+#   the same run without graphs (their evaluations must agree); campaign: scripts/gpu_campaign.sh over
+#   SB_CAMPAIGN (default scenarios/fig5_gpu.json) for SB_CAMPAIGN_BUDGET seconds (default 300), SB_CAMPAIGN_JOBS
+#   points at once (default 1; with SB_CAMPAIGN_MPS=1 under the CUDA MPS daemon where it starts), continuing from
+#   SB_CAMPAIGN_DIR (default /tmp/sb_campaign, kept between calls on one machine) and SB_CAMPAIGN_FROM (records of
+#   another machine); CUDA graphs on when graphs_eval passed in this call (or SB_CUDA_GRAPHS says so).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bash scripts/gpu_checks.sh BUILD_DIR OUT_DIR [STEP ...]" >&2; exit 2; }
 build=$(realpath "$1")
 out=$(realpath -m "$2")
 shift 2
-steps=${*:-env tests sanitizer sweep fig7 flex ncu train train_ncu}
+steps=${*:-env tests sanitizer sweep tc fig7 flex ncu train graphs_eval train_ncu}
 scale=${SB_GPU_SCALE:-1}
 work=$(mktemp -d /tmp/sb_gpu.XXXXXX)
 mkdir -p "$out"
@@ -83,12 +93,27 @@ if wants sweep; then
   # The issue's op-alone targets: bf16, 16384 tokens per call, causal, 1024..65536; then bpt and window again on
   # the warp-per-edge kernels, in the same session, for the comparison.
   step sweep 170 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16"
+  # Without relation embeddings (the tensor-core tiles take none yet): cuda:tc, then the lane groups, same machine.
+  norel=(--set attention/relations=false --set 'axes/patterns=[{"name":"bpt","k":4},{"name":"window","w":128},'\
+'{"name":"bigbird","b":64,"r":3}]')
+  step sweep_tc 170 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16_norel_tc" "${norel[@]}"
+  SB_CUDA_KERNELS=groups step sweep_groups 170 "$sb" run scenarios/gpu_bf16.json --no-plot \
+    --out "$work/gpu_bf16_norel_groups" "${norel[@]}"
   SB_CUDA_KERNELS=warp step sweep_warp 120 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16_warp" \
     --set 'axes/patterns=[{"name":"bpt","k":4},{"name":"window","w":128}]'
   # SB_BASELINE: another sparsebench binary (e.g. an earlier commit's) swept here too, for a same-machine comparison.
   if [ -n "${SB_BASELINE:-}" ]; then
     step sweep_baseline 170 "$SB_BASELINE" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16_baseline"
   fi
+fi
+if wants tc; then
+  # Forward and forward+backward of both kernel families on one graph, 4 x 4096 (and bpt at 16384), bf16, H=8, D=64.
+  tc_bench="$build/tests/kernels/bench_gsa_cuda_tc"
+  step tc_window 60 "$tc_bench" window w=128 4096 4
+  step tc_bpt4 60 "$tc_bench" bpt k=4 4096 4
+  step tc_bpt4_16384 60 "$tc_bench" bpt k=4 16384 1
+  step tc_bpt16 60 "$tc_bench" bpt k=16 4096 4
+  step tc_bigbird 60 "$tc_bench" bigbird - 4096 4
 fi
 if wants fig7; then
   step fig7 120 "$sb" run scenarios/fig7_throughput.json --set device=cuda --set axes/dtypes=bfloat16 \
@@ -103,6 +128,11 @@ if wants flex; then
       --out "$work/flex" --device cuda --dtype bfloat16 --batch $((16384 / n)) --repeats 20
     rm -f "$work/bpt4_$n.json"
   done
+  # The issue's window target: w=128 at n=4096, the op (cuda:tc) beside FlexAttention's BlockMask of the same graph.
+  "$sb" pattern window --n 4096 --set w=128 --causal --export "$work/window128_4096.json" >/dev/null
+  step flex_window_4096 90 python3 benchmarks/flex_compare.py "$build/kernels/libsparsebench_ops.so" \
+    "$work/window128_4096.json" --out "$work/flex" --device cuda --dtype bfloat16 --batch 4 --repeats 20
+  rm -f "$work/window128_4096.json"
 fi
 if wants ncu; then
   # Every kernel of one forward+backward call at n=16384 (bpt k=4, then window 128): time, bandwidth, occupancy
@@ -167,6 +197,29 @@ if wants train; then
     done
   fi
 fi
+graphs_ok=0
+if wants graphs_eval; then
+  # 600 float32 steps with 6 evaluations and 3 checkpoints between replays, with and without graphs: the graphs must
+  # neither change an evaluation nor be broken by one (fp32 replays matched eager steps exactly before).
+  g_args=("${quality[@]}" --pattern bpt --set k=4 --dtype float32 --steps 600 --log-every 100 --eval-every 100
+          --eval-bytes 65536 --lens-bytes 0 --data "$data" --device cuda --overwrite)
+  step graphs_eval_eager 120 "$sb" train "${g_args[@]}" --checkpoint-every 200 --out "$work/train/graphs_eval_eager"
+  SB_CUDA_GRAPHS=1 step graphs_eval_graphs 120 "$sb" train "${g_args[@]}" --checkpoint-every 200 \
+    --out "$work/train/graphs_eval_graphs"
+  if python3 - "$work/train/graphs_eval_eager/result.json" "$work/train/graphs_eval_graphs/result.json" \
+      >>"$summary" 2>&1 <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+ea, eb = a.get("evals", []), b.get("evals", [])
+worst = max((abs(x["valid_bpc"] - y["valid_bpc"]) / abs(x["valid_bpc"]) for x, y in zip(ea, eb)), default=float("inf"))
+ok = len(ea) == len(eb) > 0 and worst <= 1e-5 and b.get("cuda_graphs") == "captured"
+print(f"graphs_eval: {len(ea)} and {len(eb)} evaluations, largest relative difference {worst:.3g}, "
+      f"graphs {b.get('cuda_graphs')}: {'agree' if ok else 'DISAGREE'}")
+sys.exit(0 if ok else 1)
+PY
+  then graphs_ok=1; fi
+  pack
+fi
 if wants train_ncu; then
   # 300 kernels of the quality model after its first 6000 (past warm-up), each timed alone: where a CUDA step goes.
   if command -v ncu >/dev/null; then
@@ -175,6 +228,26 @@ if wants train_ncu; then
       --dtype bfloat16 --steps 100 --log-every 50
   fi
   pack
+fi
+if wants campaign; then
+  # Quality runs in the time left: graphs when graphs_eval agreed in this call (or SB_CUDA_GRAPHS says so).
+  camp_env=()
+  [ "$graphs_ok" = 1 ] && [ -z "${SB_CUDA_GRAPHS:-}" ] && camp_env=(SB_CUDA_GRAPHS=1)
+  camp_dir=${SB_CAMPAIGN_DIR:-/tmp/sb_campaign}
+  camp_args=(--budget "${SB_CAMPAIGN_BUDGET:-300}" --jobs "${SB_CAMPAIGN_JOBS:-1}" --set "train/data=$data")
+  [ "${SB_CAMPAIGN_MPS:-0}" = 1 ] && camp_args+=(--mps)
+  # The records this machine packed last (an earlier call), else those brought from another machine.
+  if [ -f "$camp_dir/records.tgz" ]; then camp_args+=(--from "$camp_dir/records.tgz")
+  elif [ -n "${SB_CAMPAIGN_FROM:-}" ]; then camp_args+=(--from "$SB_CAMPAIGN_FROM"); fi
+  echo "campaign: ${camp_env[*]:-no CUDA graphs} ${camp_args[*]}" >>"$summary"
+  rm -rf "$camp_dir.new"
+  # Not scaled: the campaign ends itself at its budget and packs; a cut would lose what finished.
+  scale=1 step campaign $((${SB_CAMPAIGN_BUDGET:-300} + 60)) env ${camp_env[@]+"${camp_env[@]}"} bash scripts/gpu_campaign.sh \
+    "$sb" "${SB_CAMPAIGN:-scenarios/fig5_gpu.json}" "$camp_dir.new" "${camp_args[@]}"
+  if [ -f "$camp_dir.new/records.tgz" ]; then rm -rf "$camp_dir" && mv "$camp_dir.new" "$camp_dir"; fi
+  cat "$camp_dir/campaign.txt" >>"$summary" 2>/dev/null
+  cp "$camp_dir/records.tgz" "$out/campaign_records.tgz" 2>/dev/null
+  cp "$camp_dir/run.log" "$work/campaign_run.log" 2>/dev/null
 fi
 pack
 cat "$summary"

@@ -232,6 +232,10 @@ std::string LanguageModelImpl::attention_backend() const {
   return dense_attention_backend(q, q, q, cfg_.causal, cfg_.attention == "dense_naive");
 }
 
+std::string LanguageModelImpl::attention_kernels() const {
+  return cfg_.attention == "graph" ? graph_attention_last_call(embed_->weight.device()) : std::string();
+}
+
 torch::Tensor LanguageModelImpl::forward(const torch::Tensor& bytes) {
   if (bytes.dim() != 2 || bytes.size(1) < 1) {
     throw Error("bytes must have shape (B, T) with T >= 1, got " + c10::str(bytes.sizes()));

@@ -56,6 +56,9 @@ class LanguageModelImpl : public torch::nn::Module {
   // "sdpa:flash_attention", "materialised", ...; records name it). From the configuration, not from a past call, so
   // a run resumed with nothing left to compute records the same.
   std::string attention_backend() const;
+  // What the last forward's graph attention ran where (graph_attention_last_call): "" for dense attention and for
+  // backends with one way of running a call.
+  std::string attention_kernels() const;
   // Mixed precision as autocast does it: with `dtype` bfloat16 or float16 the matmuls (projections, FFN, logits)
   // and attention run in it, while parameters, the residual stream, norms and softmax statistics stay in the
   // parameters' dtype; anything else runs everything in the parameters' dtype. Throws sb::Error when this

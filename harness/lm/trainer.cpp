@@ -608,6 +608,8 @@ json Training::finish() {
                  {"evals", progress_.evals},
                  {"resumed_at_steps", progress_.resumes}};
   if (loss_scale_.enabled) result["precision"]["loss_scale"] = loss_scale_.state();
+  const std::string kernels = model_->attention_kernels();  // before the final evaluation's own calls
+  if (!kernels.empty()) result["attention_kernels"] = kernels;
   if (!progress_.config_history.empty()) result["config_changes"] = progress_.config_history;
   if (status_ == "stopped") return result;  // as if killed: the checkpoint is the only trace
   if (status_ == "ok") checkpoint_s_ += save();

@@ -142,6 +142,10 @@ void measure_attention(const Scenario& s, const Point& p, torch::Device device, 
     op().sum().backward();
   };
   time_work(s, p, device, work, record);
+  if (!is_dense_attention(p.attention())) {
+    const std::string kernels = graph_attention_last_call(device);
+    if (!kernels.empty()) record["attention_kernels"] = kernels;
+  }
   // Work counts all T*T pairs for the dense ops, causal or not (the naive op computes them all).
   const double pairs = is_dense_attention(p.attention()) ? static_cast<double>(p.length()) * static_cast<double>(p.length())
                                               : static_cast<double>(p.stats.n_edges);
@@ -183,6 +187,8 @@ void measure_model(const Scenario& s, const Point& p, torch::Device device, json
   };
   time_work(s, p, device, work, record);
   record["attention_backend"] = model->attention_backend();
+  const std::string kernels = model->attention_kernels();
+  if (!kernels.empty()) record["attention_kernels"] = kernels;
 }
 
 // What measure_point derives once for a point and hands to the kind's runner.
@@ -212,8 +218,9 @@ TrainConfig train_config_for_point(const Point& p, const std::string& out_dir) {
 void record_train_result(const json& result, const std::string& out_dir, json& record) {
   copy_present_keys(result,
                     {"valid_bpc", "test_bpc", "tokens_per_s", "steps", "parameters", "final_loss", "world_size",
-                     "context_lens", "resumed_at_steps", "reused_from", "attention_backend", "timing", "device",
-                     "evals", "task", "valid_accuracy", "test_accuracy", "accuracy_by_distance", "reach"},
+                     "context_lens", "resumed_at_steps", "reused_from", "attention_backend", "attention_kernels",
+                     "timing", "device", "evals", "task", "valid_accuracy", "test_accuracy", "accuracy_by_distance",
+                     "reach"},
                     record);
   record["train_dir"] = out_dir;
   const std::string status = result.value("status", std::string("ok"));

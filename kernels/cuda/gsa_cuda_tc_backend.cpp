@@ -2,6 +2,7 @@
 // it registers itself (SB_CUDA_KERNELS=tc picks it).
 #include "kernels/cuda/gsa_cuda_tc.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,21 @@ namespace sb {
 namespace {
 
 thread_local GsaTcStats g_last_stats, g_last_backward_stats;
+thread_local std::string g_last_call;
+
+// What a forward ran where, in words for records.
+std::string describe(const GsaTcStats& s, const GsaParams& p) {
+  if (!s.tensor_cores) {
+    const std::string why = gsa_cuda_tc_unsupported(p);
+    return "lane groups only: " + (why.empty() ? std::string("rows not 16-byte aligned, or an empty call") : why);
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "tensor cores for %lld of %lld edges (%.1f%%, %lld dense tiles), lane groups for "
+                "the rest", static_cast<long long>(s.dense_edges), static_cast<long long>(s.edges),
+                s.edges > 0 ? 100.0 * static_cast<double>(s.dense_edges) / static_cast<double>(s.edges) : 0.0,
+                static_cast<long long>(s.dense_tiles));
+  return buf;
+}
 
 class CudaTcBackend final : public GsaCudaBackendBase {
  public:
@@ -26,11 +42,13 @@ class CudaTcBackend final : public GsaCudaBackendBase {
   void forward(const GsaParams& p, void* stream) const override {
     gsa_require_supported(*this, p);
     g_last_stats = gsa_forward_cuda_tc(p, stream);
+    g_last_call = describe(g_last_stats, p);
   }
   void backward(const GsaParams& p, void* stream) const override {
     gsa_require_supported(*this, p);
     g_last_backward_stats = gsa_backward_cuda_tc(p, stream);
   }
+  std::string last_call() const override { return g_last_call; }
 
  private:
   bool strict_;

@@ -376,6 +376,8 @@ std::string graph_attention_backend(torch::Device device, c10::ScalarType dtype)
   return backend.name();
 }
 
+std::string graph_attention_last_call(torch::Device device) { return backend_for(device).last_call(); }
+
 }  // namespace sb
 
 // One declaration of the op for every device; Python: torch.ops.load_library("libsparsebench_ops.so"), then

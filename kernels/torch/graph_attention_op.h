@@ -34,5 +34,8 @@ std::vector<torch::Tensor> graph_attention_backward(const torch::Tensor& d_o, co
 // Name of the kernel backend calls on `device` in `dtype` use (e.g. "cpu:AVX2", "cuda", "cpu:AVX2 (bfloat16 staged
 // to float32)"); throws sb::Error when none.
 std::string graph_attention_backend(torch::Device device, c10::ScalarType dtype = torch::kFloat32);
+// What the calling thread's last forward on `device` ran where (cuda:tc: its share of edges on tensor cores, or why
+// none ran there); "" for backends with one way of running a call.
+std::string graph_attention_last_call(torch::Device device);
 
 }  // namespace sb

@@ -8,11 +8,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "gpu_checks_smoke: $*" >&2; exit 1; }
 
-# Stand-ins: every tool appends its name, SB_CUDA_KERNELS and arguments to calls.txt.
+# Stand-ins: every tool appends its name, SB_CUDA_KERNELS, arguments and SB_CUDA_GRAPHS to calls.txt.
 mkdir -p "$tmp/bin" "$tmp/build/harness" "$tmp/build/tests/kernels" "$tmp/build/kernels" "$tmp/torch/lib"
 cat >"$tmp/stub" <<EOF
 #!/usr/bin/env bash
-echo "\$(basename "\$0") kernels=\${SB_CUDA_KERNELS:-} \$*" >>"$tmp/calls.txt"
+echo "\$(basename "\$0") kernels=\${SB_CUDA_KERNELS:-} \$* graphs=\${SB_CUDA_GRAPHS:-}" >>"$tmp/calls.txt"
 case "\$(basename "\$0")" in
   sparsebench) [ "\$1" = pattern ] && for a in "\$@"; do [ "\${prev:-}" = --export ] && echo '{}' >"\$a"; prev=\$a; done ;;
   test_gsa_cuda) echo '[  PASSED  ] 12 tests.' ;;
@@ -25,6 +25,7 @@ for t in nvidia-smi compute-sanitizer ncu; do cp "$tmp/stub" "$tmp/bin/$t"; done
 cp "$tmp/stub" "$tmp/build/harness/sparsebench"
 cp "$tmp/stub" "$tmp/build/tests/kernels/test_gsa_cuda"
 cp "$tmp/stub" "$tmp/build/tests/kernels/test_gsa_op"
+cp "$tmp/stub" "$tmp/build/tests/kernels/bench_gsa_cuda_tc"
 cp "$tmp/stub" "$tmp/sleepy"
 # python3: answers the torch query with a lib folder, and records the FlexAttention runs.
 cat >"$tmp/bin/python3" <<EOF
@@ -38,37 +39,52 @@ EOF
 chmod +x "$tmp/bin/python3"
 
 PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" \
-  bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" env tests sweep flex >"$tmp/log" 2>&1 ||
+  bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" env tests sweep tc flex >"$tmp/log" 2>&1 ||
   fail "exited $? ($(tail -3 "$tmp/log"))"
 [ -f "$tmp/out/gpu.tgz" ] && [ -f "$tmp/out/summary.txt" ] || fail "no gpu.tgz and summary.txt in OUT_DIR"
-for s in test_gsa_cuda test_gsa_op_cuda sweep sweep_warp sweep_baseline flex_1024 flex_4096 flex_16384; do
+for s in test_gsa_cuda test_gsa_op_cuda sweep sweep_tc sweep_groups sweep_warp sweep_baseline tc_window tc_bpt4 tc_bigbird \
+         flex_1024 flex_4096 flex_16384 flex_window_4096; do
   grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
 done
 grep -q "test_gsa_cuda: \[  PASSED  \] 12 tests." "$tmp/out/summary.txt" || fail "test results missing from the summary"
 # The listing is taken whole first: grep -q stopping early would cut tar off (SIGPIPE), and pipefail would fail it.
 tar -tzf "$tmp/out/gpu.tgz" >"$tmp/listing" || fail "gpu.tgz does not read back"
 grep -q "sweep_warp.log" "$tmp/listing" || fail "gpu.tgz lacks the step logs"
-# The warp sweep runs with SB_CUDA_KERNELS=warp, the main sweep without; steps not asked for do not run.
+# The lane-group and warp sweeps run with SB_CUDA_KERNELS=groups and =warp, the main sweep (cuda:tc) without; steps
+# not asked for do not run.
+grep -q "^sparsebench kernels=groups run scenarios/gpu_bf16.json .* --set attention/relations=false" "$tmp/calls.txt" ||
+  fail "sweep_groups not on lane groups without relations"
+grep -q "^sparsebench kernels= run scenarios/gpu_bf16.json .*norel_tc --set attention/relations=false" "$tmp/calls.txt" ||
+  fail "sweep_tc not on the default kernels without relations"
 grep -q "^sparsebench kernels=warp run scenarios/gpu_bf16.json" "$tmp/calls.txt" || fail "sweep_warp not on warp kernels"
+grep -q "^bench_gsa_cuda_tc kernels= window w=128 4096 4" "$tmp/calls.txt" || fail "tc bench of the window missing"
 grep -q "^sparsebench kernels= run scenarios/gpu_bf16.json --no-plot --out" "$tmp/calls.txt" || fail "main sweep missing"
 grep -q "fig7_throughput\|^ncu\|^compute-sanitizer" "$tmp/calls.txt" && fail "steps not asked for ran"
 # FlexAttention gets 16384 tokens per call: batch 16 at n=1024.
 grep -q "flex_compare.py .*bpt4_1024.json .*--batch 16 " "$tmp/calls.txt" || fail "flex at n=1024 not at batch 16"
 
 # train: fifteen runs of the new binary (default, CUDA graphs, per-parameter AdamW) and four of SB_BASELINE on the
-# carried data, then train_ncu: ncu over the new one.
+# carried data; graphs_eval: with and without graphs, compared (the stand-in python3 agrees); train_ncu: ncu over
+# the new binary; campaign: scripts/gpu_campaign.sh over fig5_gpu.json with graphs on after graphs_eval agreed.
 rm -rf "$tmp/out" && : >"$tmp/calls.txt"
 mkdir -p "$tmp/build/data" && echo data >"$tmp/build/data/enwik8-head.bin"
-PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" \
-  bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" train train_ncu >"$tmp/log" 2>&1 || fail "train step exited $?"
+PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" SB_CAMPAIGN_DIR="$tmp/camp" SB_CAMPAIGN_BUDGET=20 \
+  SB_CAMPAIGN_JOBS=2 bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" train graphs_eval train_ncu campaign \
+  >"$tmp/log" 2>&1 || fail "train step exited $?"
 [ "$(grep -c '^sparsebench kernels= train --device cuda' "$tmp/calls.txt")" = 19 ] ||
   fail "expected 19 training runs ($(grep -c ' train ' "$tmp/calls.txt"))"
 grep -q "train .*--data $tmp/build/data/enwik8-head.bin .*--pattern bpt --set k=4 --dtype bfloat16 --steps 400" \
   "$tmp/calls.txt" || fail "the quality model run is missing or not on the carried data"
 grep -q "^ncu .*--launch-count 300 .*train" "$tmp/calls.txt" || fail "ncu over a training run missing"
-for s in train_quality_bpt4 train_quality_bpt4_graphs train_quality_bpt4_baseline train_paper_dense ncu_train; do
+for s in train_quality_bpt4 train_quality_bpt4_graphs train_quality_bpt4_baseline train_paper_dense ncu_train \
+         graphs_eval_eager graphs_eval_graphs campaign; do
   grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
 done
+grep -q "^sparsebench kernels= train .*--checkpoint-every 200 --out .*graphs_eval_graphs graphs=1$" "$tmp/calls.txt" ||
+  fail "graphs_eval's second run is not on CUDA graphs"
+grep -q "^sparsebench kernels= run .*/scenarios/fig5_gpu.json --out $tmp/camp.new/run --no-plot .*--jobs 2 --set train/data=$tmp/build/data/enwik8-head.bin graphs=1$" \
+  "$tmp/calls.txt" || fail "the campaign did not run fig5_gpu.json on the carried data with graphs ($(grep ' run ' "$tmp/calls.txt"))"
+[ -f "$tmp/camp/records.tgz" ] && [ -f "$tmp/out/campaign_records.tgz" ] || fail "the campaign's records were not kept"
 
 # A step over its time limit is cut, noted, and the steps after it still run and are packed.
 rm -rf "$tmp/out"

@@ -605,20 +605,25 @@ TEST(GsaBackends, ScopeSelectsTheBackendAndRestores) {
   }
 }
 
-// CUDA backends when the build has CUDA: lane groups ("cuda"), one warp per edge ("cuda:warp") and tensor-core tiles
-// ("cuda:tc"); SB_CUDA_KERNELS and a scope choose between them, and a wrong value is refused by name.
+// CUDA backends when the build has CUDA: tensor-core tiles ("cuda:tc", the default), lane groups ("cuda") and one warp
+// per edge ("cuda:warp"); SB_CUDA_KERNELS and a scope choose between them, and a wrong value is refused by name.
 TEST(GsaBackends, CudaKernelsChosenByEnvironmentAndScope) {
   const GsaBackend* groups = find_gsa_backend("cuda");
   const GsaBackend* warp = find_gsa_backend("cuda:warp");
+  const GsaBackend* tc = find_gsa_backend("cuda:tc");
   if (groups == nullptr) {
     EXPECT_EQ(warp, nullptr);
+    EXPECT_EQ(tc, nullptr);
     EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), nullptr);
     GTEST_SKIP() << "this build has no CUDA kernels";
   }
   ASSERT_NE(warp, nullptr);
+  ASSERT_NE(tc, nullptr);
   const char* saved = std::getenv("SB_CUDA_KERNELS");
   const std::string before = saved != nullptr ? saved : "";
   unsetenv("SB_CUDA_KERNELS");
+  EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), tc);
+  setenv("SB_CUDA_KERNELS", "groups", 1);
   EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), groups);
   setenv("SB_CUDA_KERNELS", "warp", 1);
   EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), warp);
@@ -628,11 +633,11 @@ TEST(GsaBackends, CudaKernelsChosenByEnvironmentAndScope) {
   }
   EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), warp);
   setenv("SB_CUDA_KERNELS", "tc", 1);
-  ASSERT_NE(find_gsa_backend("cuda:tc"), nullptr);
-  EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), find_gsa_backend("cuda:tc"));
+  EXPECT_EQ(gsa_backend_for(GsaDevice::cuda), tc);
   setenv("SB_CUDA_KERNELS", "fast", 1);
   expect_error([] { gsa_backend_for(GsaDevice::cuda); },
-               "SB_CUDA_KERNELS=fast: expected groups (lane groups where they apply), warp or tc (tensor-core tiles)");
+               "SB_CUDA_KERNELS=fast: expected tc (tensor-core tiles where they apply, the default), groups (lane "
+               "groups throughout) or warp (one warp per edge)");
   if (before.empty()) unsetenv("SB_CUDA_KERNELS");
   else setenv("SB_CUDA_KERNELS", before.c_str(), 1);
 }

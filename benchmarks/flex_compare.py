@@ -177,12 +177,27 @@ def main():
     def forward_backward(fn, inputs, grad):
         return lambda: torch.autograd.grad(fn(), inputs, grad)
 
-    backends = {"op": f"sparsebench:{args.device}", "flex": "flex_attention (compiled)", "sdpa": sdpa_backend(torch, qt)}
+    # The op's kernel backend as the library names it (a library without the query: the device alone).
+    try:
+        op_backend = "sparsebench:" + torch.ops.sparsebench.attention_backend(args.device)
+    except (AttributeError, RuntimeError):
+        op_backend = f"sparsebench:{args.device}"
+    backends = {"op": op_backend, "flex": "flex_attention (compiled)", "sdpa": sdpa_backend(torch, qt)}
     methods = {
         "op": (op, [q, k, v], d_o, n_nodes),
         "flex": (lambda: flex_run(grad=args.device != "cpu"), [q, k, v], d_o, n_nodes),
         "sdpa": (sdpa, [qt, kt, vt], d_o[:, :n_tokens].contiguous(), n_tokens),
     }
+
+    def last_call(name):
+        """What the op's last forward ran where (cuda:tc: its share of edges on tensor cores); "" otherwise."""
+        if name != "op":
+            return ""
+        try:
+            return torch.ops.sparsebench.attention_last_call(args.device)
+        except (AttributeError, RuntimeError):
+            return ""
+
     params = doc.get("params", {})
     pname = doc.get("pattern", "?")
     ptext = ",".join(f"{a}={b}" for a, b in sorted(params.items()))
@@ -228,6 +243,7 @@ def main():
                     "block_mask_s": block_mask_s, "compile_s": compile_s, "max_abs_diff_op_flex": err,
                     "max_abs_diff_op_sdpa": err_sdpa, "torch_version": torch.__version__,
                     "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    **({"attention_kernels": last_call(name)} if last_call(name) else {}),
                 }
                 out.write(json.dumps(rec, sort_keys=True) + "\n")
                 out.flush()

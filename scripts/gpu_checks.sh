@@ -211,7 +211,7 @@ if wants graphs_eval; then
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 ea, eb = a.get("evals", []), b.get("evals", [])
-worst = max((abs(x["valid_bpc"] - y["valid_bpc"]) / abs(x["valid_bpc"]) for x, y in zip(ea, eb)), default=float("inf"))
+worst = max((abs(x["bpc"] - y["bpc"]) / abs(x["bpc"]) for x, y in zip(ea, eb)), default=float("inf"))
 ok = len(ea) == len(eb) > 0 and worst <= 1e-5 and b.get("cuda_graphs") == "captured"
 print(f"graphs_eval: {len(ea)} and {len(eb)} evaluations, largest relative difference {worst:.3g}, "
       f"graphs {b.get('cuda_graphs')}: {'agree' if ok else 'DISAGREE'}")
@@ -239,7 +239,7 @@ if wants campaign; then
   # The records this machine packed last (an earlier call), else those brought from another machine.
   if [ -f "$camp_dir/records.tgz" ]; then camp_args+=(--from "$camp_dir/records.tgz")
   elif [ -n "${SB_CAMPAIGN_FROM:-}" ]; then camp_args+=(--from "$SB_CAMPAIGN_FROM"); fi
-  echo "campaign: ${camp_env[*]:-no CUDA graphs} ${camp_args[*]}" >>"$summary"
+  echo "campaign: SB_CUDA_GRAPHS=${SB_CUDA_GRAPHS:-${camp_env[*]#SB_CUDA_GRAPHS=}} ${camp_args[*]}" >>"$summary"
   rm -rf "$camp_dir.new"
   # Not scaled: the campaign ends itself at its budget and packs; a cut would lose what finished.
   scale=1 step campaign $((${SB_CAMPAIGN_BUDGET:-300} + 60)) env ${camp_env[@]+"${camp_env[@]}"} bash scripts/gpu_campaign.sh \

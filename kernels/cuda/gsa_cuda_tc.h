@@ -36,7 +36,7 @@ GsaTcStats gsa_backward_cuda_tc(const GsaParams& p, void* stream);
 
 // "cuda:tc" (kernels/cuda/gsa_cuda_tc_backend.cpp): these kernels on the calls they take, the lane groups for the rest.
 // strict: unsupported() also refuses the calls the tensor cores do not take (the parity table's entry); otherwise it
-// takes every call "cuda" takes (the registered backend, SB_CUDA_KERNELS=tc).
+// takes every call "cuda" takes (the registered backend, the default on CUDA).
 std::unique_ptr<GsaBackend> make_gsa_cuda_tc_backend(bool strict);
 // What the calling thread's last cuda:tc forward (or backward) ran on tensor cores.
 GsaTcStats gsa_cuda_tc_last_stats(bool backward = false);

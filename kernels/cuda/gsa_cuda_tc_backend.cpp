@@ -1,5 +1,5 @@
 // The "cuda:tc" backend: the tensor-core kernels (gsa_cuda_tc.h) on the calls they take, the lane groups for the rest;
-// it registers itself (SB_CUDA_KERNELS=tc picks it).
+// it registers itself and is the default CUDA backend (SB_CUDA_KERNELS=groups or warp picks another).
 #include "kernels/cuda/gsa_cuda_tc.h"
 
 #include <cstdio>

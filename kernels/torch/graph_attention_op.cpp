@@ -401,6 +401,12 @@ TORCH_LIBRARY(sparsebench, m) {
   m.def("graph_preparations() -> int", [] { return sb::GsaHostGraph::preparations(); });
   m.def("dense_attention(Tensor q, Tensor k, Tensor v, bool causal) -> Tensor", &sb::dense_attention);
   m.def("dense_naive_attention(Tensor q, Tensor k, Tensor v, bool causal) -> Tensor", &sb::dense_naive_attention);
+  // The kernel backend graph_attention uses on a device ("cpu:AVX3", "cuda:tc", ...), and what the calling thread's
+  // last forward there ran where ("" for backends with one way): what records name.
+  m.def("attention_backend(str device) -> str",
+        [](const std::string& device) { return sb::graph_attention_backend(torch::Device(device)); });
+  m.def("attention_last_call(str device) -> str",
+        [](const std::string& device) { return sb::graph_attention_last_call(torch::Device(device)); });
 }
 
 TORCH_LIBRARY_IMPL(sparsebench, CPU, m) {

@@ -178,7 +178,7 @@ TEST(GsaCuda, BitwiseIdenticalAcrossRuns) {
   }
 }
 
-// The CUDA backend refuses head dimensions outside its range with the reason, before any launch.
+// The default CUDA backend refuses head dimensions outside its range with the reason, before any launch.
 TEST(GsaCuda, RefusesLargeHeadDimensionWithTheReason) {
   const GsaBackend* cuda = gsa_backend_for(GsaDevice::cuda);
   ASSERT_NE(cuda, nullptr) << "a CUDA build registers a CUDA backend";
@@ -194,7 +194,7 @@ TEST(GsaCuda, RefusesLargeHeadDimensionWithTheReason) {
     cuda->forward(p, nullptr);
     ADD_FAILURE() << "expected sb::Error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "graph_attention: cuda does not support " + why);
+    EXPECT_EQ(std::string(e.what()), "graph_attention: " + cuda->name() + " does not support " + why);
   }
 }
 

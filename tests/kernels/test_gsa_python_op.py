@@ -80,7 +80,11 @@ def main():
         raise AssertionError("a source outside the graph must be rejected")
     except RuntimeError as exc:
         assert "graph: col[0] = 100 outside [0, 23)" in str(exc), str(exc)
-    print("python op: forward, gradients, one preparation for 1000 calls, input checks OK")
+    # The kernel backend as records name it, and the CPU's one way of running a call (no note).
+    backend = ops.attention_backend("cpu")
+    assert backend.startswith("cpu:") and backend != "cpu:", backend
+    assert ops.attention_last_call("cpu") == ""
+    print("python op: forward, gradients, one preparation for 1000 calls, input checks, backend name OK")
 
 
 if __name__ == "__main__":

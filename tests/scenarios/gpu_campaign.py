@@ -61,6 +61,8 @@ def main(binary, script, work):
     done = records(second)
     if sorted(done) != ["window(w=2)", "window(w=4)", "window(w=6)"]:
         raise Failure(f"expected the three points recorded after the continuation, got {sorted(done)}\n{out}")
+    if "mps: off" not in open(os.path.join(second, "campaign.txt")).read():
+        raise Failure("campaign.txt does not say the MPS daemon was off (no --mps)")
     if "records: 3" not in open(os.path.join(second, "campaign.txt")).read():
         raise Failure(f"campaign.txt does not count 3 records: {open(os.path.join(second, 'campaign.txt')).read()}")
     for label, r in done_first.items():  # kept as recorded, not trained again
@@ -78,7 +80,8 @@ def main(binary, script, work):
 
     for args, says in ((["--budget", "soon"], "--budget: expected whole seconds > 0, got 'soon'"),
                        (["--from", os.path.join(work, "none.tgz")], "is not a file"),
-                       (["--jobs", "2"], "unknown option --jobs")):
+                       (["--threads", "2"], "unknown option --threads (expected --budget, --shard, --from, --jobs, "
+                                            "--mps, --set)")):
         rc, out = campaign(script, binary, spec, os.path.join(work, "bad"), *args)
         if rc != 2 or says not in out:
             raise Failure(f"{args}: expected exit 2 naming the problem ({says!r}), got {rc}\n{out}")

@@ -122,7 +122,8 @@ json evaluate_during_training(LanguageModel& model, const EvalSource& src, int64
 }
 
 void evaluate_at_end(LanguageModel& model, const EvalSource& src, int64_t step,
-                     const std::function<void(const json&)>& log, json& result, double& seconds) {
+                     const std::function<void(const json&)>& log, json& result, double& seconds, double train_s,
+                     json* curve_end) {
   const TrainConfig& cfg = src.cfg;
   if (src.task.active()) {  // accuracy on answers, by distance; never a BPC
     const double t0 = now_s();
@@ -133,6 +134,12 @@ void evaluate_at_end(LanguageModel& model, const EvalSource& src, int64_t step,
     result["valid_accuracy"] = v["accuracy"];
     result["test_accuracy"] = t["accuracy"];
     result["accuracy_by_distance"] = t["by_distance"];
+    if (curve_end != nullptr) {  // the record evaluate_during_training makes, from the same evaluation
+      *curve_end = v;
+      curve_end->erase("by_distance");
+      curve_end->update(json{{"kind", "eval"}, {"step", step}, {"train_s", train_s}});
+      log(*curve_end);
+    }
     log({{"kind", "final"}, {"step", step}, {"valid", v}, {"test", t}});
     if (!cfg.quiet) fmt::print("final  valid accuracy {}  test accuracy {}\n", v["accuracy"].dump(), t["accuracy"].dump());
     return;

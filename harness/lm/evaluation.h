@@ -50,8 +50,11 @@ nlohmann::json evaluate_during_training(LanguageModel& model, const EvalSource& 
                                         double& seconds);
 
 // The end-of-run evaluation (valid and test; enwik8 also BPC by available context): fills the result's fields,
-// writes its metrics records through `log`. Adds its time to `seconds`.
+// writes its metrics records through `log`. Adds its time to `seconds`. For a task run with `curve_end`, its valid
+// evaluation is also the learning curve's last point (what evaluate_during_training would have recorded at this
+// step, at train_s), so the last step's valid split is evaluated once.
 void evaluate_at_end(LanguageModel& model, const EvalSource& src, int64_t step,
-                     const std::function<void(const nlohmann::json&)>& log, nlohmann::json& result, double& seconds);
+                     const std::function<void(const nlohmann::json&)>& log, nlohmann::json& result, double& seconds,
+                     double train_s = 0.0, nlohmann::json* curve_end = nullptr);
 
 }  // namespace sb

@@ -3,6 +3,7 @@
 #include "harness/lm/tasks.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -261,8 +262,15 @@ torch::Tensor task_loss(const torch::Tensor& logits, const torch::Tensor& target
   return (nll * mask).sum() / mask.sum().clamp_min(1.0);
 }
 
+namespace {
+std::atomic<int64_t> g_task_evaluations{0};
+}  // namespace
+
+int64_t task_evaluations() { return g_task_evaluations.load(std::memory_order_relaxed); }
+
 json task_evaluate(LanguageModel& model, const TaskSpec& spec, uint64_t seed, TaskSplit split, int64_t sequences,
                    int64_t eval_batch, ProcessGroup* pg) {
+  g_task_evaluations.fetch_add(1, std::memory_order_relaxed);
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();

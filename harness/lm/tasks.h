@@ -55,6 +55,8 @@ torch::Tensor task_loss(const torch::Tensor& logits, const torch::Tensor& target
 // process group the batches are shared out and the sums exchanged.
 nlohmann::json task_evaluate(LanguageModel& model, const TaskSpec& spec, uint64_t seed, TaskSplit split,
                              int64_t sequences, int64_t eval_batch, ProcessGroup* pg);
+// task_evaluate calls made by this process (a test counts that a run evaluates each split once per step).
+int64_t task_evaluations();
 
 // What the record says of the task: name, parameters, chance, buckets.
 nlohmann::json task_json(const TaskSpec& spec);

@@ -530,8 +530,10 @@ bool Training::after_step() {
     if (diverged_) return false;
   }
   if (logs) log_progress();
-  // The last step is evaluated too, so every learning curve ends where training did (on the same bytes).
-  if (evals_now) {
+  // The last step is evaluated too, so every learning curve ends where training did (on the same bytes). A task
+  // run's final evaluation scores the same valid sequences at that step: it supplies that point instead.
+  const bool final_supplies = last && task_.active() && cfg_.final_eval;
+  if (evals_now && !final_supplies) {
     const json rec = evaluate_during_training(model_, eval_source(), step, progress_.train_s, eval_s_);
     progress_.evals.push_back(rec);
     log(rec);
@@ -620,7 +622,17 @@ json Training::finish() {
     result["valid_bpc"] = nullptr, result["test_bpc"] = nullptr;
   }
   if (status_ == "ok" && cfg_.final_eval) {
-    evaluate_at_end(model_, eval_source(), progress_.step, [&](const json& r) { log(r); }, result, eval_s_);
+    // A task run's curve ends at its last step from this evaluation (after_step left that point to it, also when
+    // a resumed run has nothing left to train).
+    const int64_t curve_ends = progress_.evals.empty() ? -1 : progress_.evals.back().value("step", int64_t{-1});
+    const bool supplies = task_.active() && cfg_.eval_every > 0 && curve_ends != progress_.step;
+    json curve_end;
+    evaluate_at_end(model_, eval_source(), progress_.step, [&](const json& r) { log(r); }, result, eval_s_,
+                    progress_.train_s, supplies ? &curve_end : nullptr);
+    if (!curve_end.is_null()) {
+      progress_.evals.push_back(curve_end);
+      result["evals"] = progress_.evals;
+    }
   }
   result["tokens_per_s"] = progress_.train_s > 0 ? progress_.step * tokens_per_step_ / progress_.train_s : 0.0;
   json timing = {{"train_s", progress_.train_s},

@@ -240,4 +240,37 @@ TEST(Tasks, WindowCannotRetrieveBeyondItsReach) {
   while (std::getline(in, line)) EXPECT_EQ(line.find("bpc"), std::string::npos) << line;
 }
 
+// A task run scores its last step's valid split once: the final evaluation is also the learning curve's last point,
+// logged as an eval record at that step, and a resumed run with nothing left to train ends its curve the same way.
+TEST(Tasks, LastStepValidSplitEvaluatedOnce) {
+  const std::string out = fresh_dir("last_eval");
+  auto c = task_config({{"task", "recall_distance"}, {"task-vocab", "16"}, {"task-pairs", "2"},
+                        {"task-distances", "3,6"}, {"steps", "20"}, {"batch", "4"}, {"eval-every", "10"},
+                        {"task-eval", "32"}, {"eval-batch", "16"}, {"checkpoint-every", "0"}});
+  c.out_dir = out;
+  const int64_t before = sb::task_evaluations();
+  const json r = sb::train(c);
+  EXPECT_EQ(sb::task_evaluations() - before, 3);  // valid at step 10; valid and test at step 20
+  ASSERT_EQ(r["evals"].size(), 2u) << r["evals"].dump();
+  EXPECT_EQ(r["evals"][0]["step"], 10);
+  EXPECT_EQ(r["evals"][1]["step"], 20);
+  EXPECT_EQ(r["evals"][1]["kind"], "eval");
+  EXPECT_EQ(r["evals"][1]["accuracy"], r["valid_accuracy"]);
+  EXPECT_FALSE(r["evals"][1].contains("by_distance"));
+  std::ifstream in(out + "/metrics.jsonl");
+  std::string line;
+  int at_last = 0;
+  while (std::getline(in, line)) {
+    const json rec = json::parse(line);
+    if (rec.value("kind", "") == "eval" && rec.value("step", 0) == 20) ++at_last;
+  }
+  EXPECT_EQ(at_last, 1);
+  // Resumed with nothing left to train: the final evaluation runs again and ends the curve at step 20 once.
+  c.resume = true;
+  const json again = sb::train(c);
+  ASSERT_EQ(again["evals"].size(), 2u) << again["evals"].dump();
+  EXPECT_EQ(again["evals"][1]["step"], 20);
+  EXPECT_EQ(again["valid_accuracy"], r["valid_accuracy"]);
+}
+
 }  // namespace

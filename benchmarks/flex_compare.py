@@ -1,7 +1,8 @@
 # flex_compare.py: this project's graph op, PyTorch FlexAttention (BlockMask of the same graph) and SDPA dense causal.
 """Times three ways to run one exported pattern graph's attention, checks they agree, writes harness records.
 
-Usage (PyPI torch >= 2.5; the ops library must be built against the same LibTorch):
+Usage (PyPI torch >= 2.5; the ops library must be built against the same LibTorch; the graph is built again by the
+sparsebench package's C++ builders and checked against the file):
   build/harness/sparsebench pattern bpt --n 4096 --set k=4 --causal --export /tmp/bpt4.json
   python3 benchmarks/flex_compare.py build/kernels/libsparsebench_ops.so /tmp/bpt4.json --out results/flex/cpu \
       [--heads 8] [--dim 64] [--batch 1] [--repeats 5] [--device cpu|cuda] [--dtype float32|bfloat16] [--threads N]
@@ -46,27 +47,12 @@ def need_torch():
     return torch
 
 
-def load_graph(torch, path):
-    """Node count, token count, CSR by destination (row_ptr, col) and a dense [N, N] adjacency (dst, src)."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-        nodes, edges = doc["nodes"], doc["edges"]  # edges: [source, destination, relation], grouped by destination
-    except (OSError, ValueError, KeyError) as exc:
-        raise SystemExit(f"flex_compare: {path}: not a graph exported by `sparsebench pattern --export` ({exc})")
-    n_nodes = len(nodes)
-    n_tokens = sum(1 for v in nodes if v["kind"] == "token")
-    if any(v["kind"] == "token" and v["id"] >= n_tokens for v in nodes):
-        raise SystemExit(f"flex_compare: {path}: tokens must be the first nodes")
-    e = torch.tensor([[s, d] for s, d, _ in edges], dtype=torch.int64).reshape(-1, 2)
-    src, dst = e[:, 0], e[:, 1]
-    if bool((dst[1:] < dst[:-1]).any()):
-        raise SystemExit(f"flex_compare: {path}: edges are not grouped by destination")
-    row_ptr = torch.zeros(n_nodes + 1, dtype=torch.int64)
-    row_ptr[1:] = torch.cumsum(torch.bincount(dst, minlength=n_nodes), 0)
-    adj = torch.zeros(n_nodes, n_nodes, dtype=torch.bool)
-    adj[dst, src] = True
-    return doc, n_nodes, n_tokens, row_ptr, src.to(torch.int32), adj
+def import_sparsebench(ops_library):
+    """The clone's sparsebench package (python/), on the ops library given."""
+    os.environ["SPARSEBENCH_OPS_LIBRARY"] = os.path.abspath(ops_library)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import sparsebench
+    return sparsebench
 
 
 def timed(torch, fn, repeats, device):
@@ -101,31 +87,30 @@ def main():
     args = ap.parse_args()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     torch = need_torch()
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import flex_attention
     import torch.nn.functional as F
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("flex_compare: --device cuda: no CUDA device is visible")
-    torch.ops.load_library(args.ops_library)
+    sparsebench = import_sparsebench(args.ops_library)
     dev, dtype = torch.device(args.device), getattr(torch, args.dtype)
-    doc, n_nodes, n_tokens, row_ptr, col, adj = load_graph(torch, args.graph_json)
-    n_edges = int(col.numel())
-    causal = bool(doc.get("causal", False))
+    try:
+        graph = sparsebench.load_graph(args.graph_json)  # the same C++ builder, checked against the file's edges
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"flex_compare: {args.graph_json}: {exc}")
+    doc = {"pattern": graph.name, "params": graph.params, "causal": graph.causal}
+    n_nodes, n_tokens, n_edges, causal = graph.n_nodes, graph.n_tokens, graph.n_edges, graph.causal
+    row_ptr = graph.row_ptr
 
-    # Construction, timed apart from the kernels.
+    # Construction, timed apart from the kernels (no relation embeddings: the op and flex compute the same function).
     t0 = time.perf_counter()
-    prepared = torch.ops.sparsebench.prepare_graph(row_ptr.to(dev), col.to(dev),
-                                                   torch.zeros_like(col).to(dev), 0)
+    graph_dev = graph.to(dev)
+    prepared = graph_dev.prepared()
     prepare_s = time.perf_counter() - t0
-    adj_dev = adj.to(dev)
-
-    def mask_mod(b, h, q_idx, kv_idx):
-        return adj_dev[q_idx, kv_idx]
-
     t0 = time.perf_counter()
-    block_mask = create_block_mask(mask_mod, None, None, n_nodes, n_nodes, device=args.device)
+    block_mask = sparsebench.block_mask(graph_dev)
     block_mask_s = time.perf_counter() - t0
     block_density = 1.0 - block_mask.sparsity() / 100.0
     element_density = n_edges / float(n_nodes * n_nodes)

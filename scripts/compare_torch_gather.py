@@ -6,7 +6,6 @@
 # Prints median seconds (forward; forward+backward through autograd) of both and their ratios, after checking
 # that both give the same output. The op's CPU SIMD target is the one SB_CPU_TARGET names, else the best one.
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -19,38 +18,12 @@ except ImportError as exc:
     sys.exit(2)
 
 
-def load_graph(path):
-    """CSR by destination and by source, relation ids, from `sparsebench pattern ... --export` JSON."""
-    with open(path) as f:
-        doc = json.load(f)
-    n = len(doc["nodes"])
-    edges = doc["edges"]  # [source, destination, relation name], grouped by destination in row order
-    names = {}
-    src = torch.tensor([e[0] for e in edges], dtype=torch.int64)
-    dst = torch.tensor([e[1] for e in edges], dtype=torch.int64)
-    rel = torch.tensor([names.setdefault(e[2], len(names)) for e in edges], dtype=torch.int64)
-    if bool((dst[1:] < dst[:-1]).any()):
-        raise SystemExit(f"{path}: edges are not grouped by destination")
-    row_ptr = torch.zeros(n + 1, dtype=torch.int64)
-    row_ptr[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
-    order = torch.argsort(src * len(edges) + torch.arange(len(edges)))  # by source, then edge id (stable)
-    t_row_ptr = torch.zeros(n + 1, dtype=torch.int64)
-    t_row_ptr[1:] = torch.cumsum(torch.bincount(src, minlength=n), 0)
-    i32 = torch.int32
-    csr = (row_ptr, src.to(i32), rel.to(i32), t_row_ptr, dst[order].to(i32), order.to(i32))
-    return doc, n, src, dst, rel, len(names), csr
-
-
-def gather_attention(q, k, v, rel_emb, src, dst, rel):
-    """Plain PyTorch: s_e = q[dst] . (k[src] + r[rel]) / sqrt(D), softmax over each destination's edges."""
-    b, n, h, d = q.shape
-    s = (q[:, dst] * (k[:, src] + rel_emb[rel][None, :, None, :])).sum(-1) / d ** 0.5  # [B, E, H]
-    idx = dst[None, :, None].expand_as(s)
-    m = torch.full((b, n, h), float("-inf"), dtype=s.dtype).scatter_reduce(1, idx, s, "amax", include_self=True)
-    p = torch.exp(s - m.gather(1, idx))
-    denom = torch.zeros(b, n, h, dtype=s.dtype).index_add(1, dst, p)
-    w = p / denom.gather(1, idx)
-    return torch.zeros_like(q).index_add(1, dst, w[..., None] * v[:, src])
+def import_sparsebench(ops_library):
+    """The clone's sparsebench package (python/), on the ops library given."""
+    os.environ["SPARSEBENCH_OPS_LIBRARY"] = os.path.abspath(ops_library)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import sparsebench
+    return sparsebench
 
 
 def median_seconds(fn, repeats):
@@ -75,8 +48,9 @@ def main():
     args = ap.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    torch.ops.load_library(args.ops_library)
-    doc, n, src, dst, rel, n_rel, csr = load_graph(args.graph_json)
+    sparsebench = import_sparsebench(args.ops_library)
+    graph = sparsebench.load_graph(args.graph_json)  # the same C++ builder, checked against the file's edges
+    n, n_rel = graph.n_nodes, graph.n_relations
     torch.manual_seed(0)
     shape = (args.batch, n, args.heads, args.dim)
     q, k, v = (torch.randn(shape, requires_grad=True) for _ in range(3))
@@ -85,13 +59,13 @@ def main():
     inputs = [q, k, v, rel_emb]
 
     # The op takes a graph prepared once (CSR checks, transpose); preparation is not timed.
-    prepared = torch.ops.sparsebench.prepare_graph(csr[0], csr[1], csr[2], n_rel)
+    prepared = graph.prepared()
 
     def op():
         return torch.ops.sparsebench.graph_attention(q, k, v, rel_emb, prepared)
 
     def ref():
-        return gather_attention(q, k, v, rel_emb, src, dst, rel)
+        return sparsebench.reference_attention(q, k, v, graph, rel_emb=rel_emb)
 
     with torch.no_grad():
         err = (op() - ref()).abs().max().item()
@@ -109,7 +83,8 @@ def main():
 
     t = {name: median_seconds(fn, args.repeats) for name, fn in
          (("op_fwd", fwd(op)), ("gather_fwd", fwd(ref)), ("op_fwdbwd", fwd_bwd(op)), ("gather_fwdbwd", fwd_bwd(ref)))}
-    print(f"graph: {doc['pattern']} {doc['params']} n={doc['n']} causal={doc['causal']} nodes={n} edges={len(src)}; "
+    print(f"graph: {graph.name} {graph.params} n={graph.n_tokens} causal={graph.causal} nodes={n} "
+          f"edges={graph.n_edges}; "
           f"B={args.batch} H={args.heads} D={args.dim}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"SB_CPU_TARGET={os.environ.get('SB_CPU_TARGET', '(best)')}; medians of {args.repeats}; max |diff| {err:.1e}")
     for mode in ("fwd", "fwdbwd"):

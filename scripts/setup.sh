@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks, builds sparsebench, and runs the main job (offline).
-# usage: bash scripts/setup.sh [--no-run] [--build-dir DIR]
+# usage: bash scripts/setup.sh [--no-run] [--build-dir DIR] [--python]
+#   --python: also a virtual environment BUILD_DIR/py-venv with PyPI's torch (about 5 GB, CUDA build), pytest and
+#   scikit-build-core, where the test suite's python_package test installs and tests the Python package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 run_main=1
+python=0
 build_dir=build
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-run) run_main=0 ;;
     --build-dir) build_dir="$2"; shift ;;
-    *) echo "setup.sh: unknown option $1 (expected --no-run, --build-dir DIR)" >&2; exit 2 ;;
+    --python) python=1 ;;
+    *) echo "setup.sh: unknown option $1 (expected --no-run, --build-dir DIR, --python)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -23,6 +27,7 @@ done
 debs=(build-essential cmake git libtorch-dev libopenblas0-openmp libdnnl-dev libfmt-dev nlohmann-json3-dev
       libhwy-dev libbenchmark-dev libgtest-dev libgloo-dev python3-torch clang libclang-rt-14-dev slurm-wlm munge
       g++-aarch64-linux-gnu)
+[ "$python" = 1 ] && debs+=(python3-venv)
 sudo_cmd=""
 [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
 missing=()
@@ -53,6 +58,16 @@ fi
 
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build_dir" -j"$(nproc)"
+
+# The Python package's environment: the python3 on PATH with PyPI's torch 2.x (the package needs torch.library's
+# custom ops); the python_package test builds the package into it with pip and runs tests/python.
+if [ "$python" = 1 ]; then
+  venv="$build_dir/py-venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q "torch>=2.5" pytest numpy "scikit-build-core>=0.9" ninja
+  "$venv/bin/python" -c 'import torch; print("setup: Python package environment", torch.__version__)'
+fi
 
 if [ "$run_main" -eq 1 ]; then
   "$build_dir/harness/sparsebench" patterns --stats --n 4096

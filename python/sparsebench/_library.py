@@ -1,0 +1,33 @@
+"""Loads libsparsebench_ops.so (the C++ patterns and graph-attention op) into torch.ops.sparsebench, once."""
+import os
+
+_loaded = None
+
+
+def library_path():
+    """The ops library this process uses: $SPARSEBENCH_OPS_LIBRARY, else the one installed beside this package."""
+    env = os.environ.get("SPARSEBENCH_OPS_LIBRARY")
+    if env:
+        return env
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsparsebench_ops.so")
+
+
+def ops():
+    """torch.ops.sparsebench, with the library loaded."""
+    global _loaded
+    import torch
+
+    if _loaded is None:
+        path = library_path()
+        if not os.path.exists(path):
+            raise ImportError(
+                f"sparsebench: the ops library {path} is missing; install the package with "
+                "'pip install --no-build-isolation .' from a clone, or point SPARSEBENCH_OPS_LIBRARY at a built "
+                "libsparsebench_ops.so (build/kernels/ of a CMake build against this torch)")
+        try:
+            torch.ops.load_library(path)
+        except OSError as exc:
+            raise ImportError(f"sparsebench: cannot load {path} into torch {torch.__version__}: {exc} (it must be "
+                              "built against this torch)") from exc
+        _loaded = path
+    return torch.ops.sparsebench

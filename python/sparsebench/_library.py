@@ -1,15 +1,23 @@
 """Loads libsparsebench_ops.so (the C++ patterns and graph-attention op) into torch.ops.sparsebench, once."""
 import os
+import sys
 
 _loaded = None
+_NAME = "libsparsebench_ops.so"
 
 
 def library_path():
-    """The ops library this process uses: $SPARSEBENCH_OPS_LIBRARY, else the one installed beside this package."""
+    """The ops library this process uses: $SPARSEBENCH_OPS_LIBRARY, else the one installed with this package (in any
+    folder of the package's path: an editable install keeps the Python files in the clone and the library in the
+    environment)."""
     env = os.environ.get("SPARSEBENCH_OPS_LIBRARY")
     if env:
         return env
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsparsebench_ops.so")
+    folders = list(getattr(sys.modules.get(__package__), "__path__", [])) or [os.path.dirname(os.path.abspath(__file__))]
+    for folder in folders:
+        if os.path.exists(os.path.join(folder, _NAME)):
+            return os.path.join(folder, _NAME)
+    return os.path.join(folders[0], _NAME)
 
 
 def ops():

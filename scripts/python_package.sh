@@ -22,7 +22,8 @@ if [ ! -x "$py" ]; then
   echo "SKIPPED: no Python environment at $venv (bash scripts/setup.sh --python makes one)"
   exit 77
 fi
-if ! "$py" -c 'import sys, torch; v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(v < (2, 5))'; then
+version_ok='import sys, torch; sys.exit(tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 5))'
+if ! "$py" -c "$version_ok"; then
   echo "SKIPPED: $venv has no torch >= 2.5 (bash scripts/setup.sh --python installs one)"
   exit 77
 fi
@@ -36,13 +37,16 @@ SKBUILD_CMAKE_DEFINE="$defines" "$py" -m pip install -q --no-build-isolation --n
 echo "python_package: pip install . took $((SECONDS - t0)) s ($defines)"
 # From outside the clone, so the installed package is the one imported.
 repo=$PWD
-(cd /tmp && "$py" -m pytest -q -p no:cacheprovider "$repo/tests/python") || { echo "python_package: pytest failed"; exit 1; }
+(cd /tmp && "$py" -m pytest -q -p no:cacheprovider "$repo/tests/python") || {
+  echo "python_package: pytest failed"; exit 1; }
 # FlexAttention's compiled CPU kernels need inductor's vector ISA check to pass; it fails where the Python's library
 # folder holds another LibTorch (Debian's python3 with Debian's libtorch-dev: its link finds that one first).
-isa=$("$py" -c 'from torch._inductor import cpu_vec_isa; print(cpu_vec_isa.pick_vec_isa() or "none")' 2>/dev/null | tail -1)
+isa=$("$py" -c 'from torch._inductor import cpu_vec_isa; print(cpu_vec_isa.pick_vec_isa() or "none")' 2>/dev/null |
+      tail -1)
 if [ -n "$sb" ] && [ "$isa" = none ]; then
   echo "python_package: flex_compare not run: torch's inductor finds no CPU vector ISA with $venv's Python"
-  echo "  (its library folder puts another LibTorch ahead of torch's own; a Python built elsewhere, e.g. pyenv, avoids it)"
+  echo "  (its library folder puts another LibTorch ahead of torch's own; a Python built elsewhere, e.g. pyenv,"
+  echo "  avoids it; a stale /tmp/torchinductor_* cache from such a Python can keep the verdict)"
 elif [ -n "$sb" ]; then
   lib=$("$py" -c 'import sparsebench; print(sparsebench.library_path())' 2>/dev/null | tail -1)
   PYTHON="$py" bash tests/kernels/flex_compare_smoke.sh "$sb" "$lib" "$repo" || {

@@ -38,7 +38,9 @@ Params params_of(const std::string& text) {
   if (j.is_discarded() || !j.is_object()) throw Error("pattern parameters: expected a JSON object, got '" + text + "'");
   Params out;
   for (const auto& [key, value] : j.items()) {
-    if (!value.is_number_integer()) throw Error("pattern parameter " + key + ": expected an integer, got " + value.dump());
+    if (!value.is_number_integer()) {
+      throw Error("pattern parameter " + key + ": expected an integer, got " + value.dump());
+    }
     out[key] = value.get<int64_t>();
   }
   return out;

@@ -13,7 +13,8 @@ def library_path():
     env = os.environ.get("SPARSEBENCH_OPS_LIBRARY")
     if env:
         return env
-    folders = list(getattr(sys.modules.get(__package__), "__path__", [])) or [os.path.dirname(os.path.abspath(__file__))]
+    here = os.path.dirname(os.path.abspath(__file__))
+    folders = list(getattr(sys.modules.get(__package__), "__path__", [])) or [here]
     for folder in folders:
         if os.path.exists(os.path.join(folder, _NAME)):
             return os.path.join(folder, _NAME)

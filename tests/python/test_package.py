@@ -12,7 +12,8 @@ try:
     from torch.nn.attention.flex_attention import flex_attention
 except ImportError:
     flex_attention = None
-needs_custom_op = pytest.mark.skipif(not HAS_CUSTOM_OP, reason=f"torch {torch.__version__} has no torch.library.custom_op")
+needs_custom_op = pytest.mark.skipif(not HAS_CUSTOM_OP,
+                                     reason=f"torch {torch.__version__} has no torch.library.custom_op")
 
 # Small parameters per pattern so every pattern builds a graph of a few dozen tokens.
 SMALL = {"bpt": {"k": 2}, "window": {"w": 3}, "bigbird": {"b": 4, "r": 1}, "fixed": {"l": 8, "c": 2},

@@ -27,6 +27,9 @@ if ! "$py" -c "$version_ok"; then
   echo "SKIPPED: $venv has no torch >= 2.5 (bash scripts/setup.sh --python installs one)"
   exit 77
 fi
+# torch.compile's cache per environment: two environments sharing /tmp/torchinductor_* reuse each other's verdicts
+# on the CPU's vector ISA and their compiled kernels, which link against each one's own torch.
+export TORCHINDUCTOR_CACHE_DIR="$venv/inductor-cache"
 defines="SB_CUDA=OFF"
 [ "${SB_PYTHON_CUDA:-0}" = 1 ] && defines="SB_CUDA=AUTO"
 t0=$SECONDS
@@ -46,7 +49,7 @@ isa=$("$py" -c 'from torch._inductor import cpu_vec_isa; print(cpu_vec_isa.pick_
 if [ -n "$sb" ] && [ "$isa" = none ]; then
   echo "python_package: flex_compare not run: torch's inductor finds no CPU vector ISA with $venv's Python"
   echo "  (its library folder puts another LibTorch ahead of torch's own; a Python built elsewhere, e.g. pyenv,"
-  echo "  avoids it; a stale /tmp/torchinductor_* cache from such a Python can keep the verdict)"
+  echo "  avoids it)"
 elif [ -n "$sb" ]; then
   lib=$("$py" -c 'import sparsebench; print(sparsebench.library_path())' 2>/dev/null | tail -1)
   PYTHON="$py" bash tests/kernels/flex_compare_smoke.sh "$sb" "$lib" "$repo" || {

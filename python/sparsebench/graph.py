@@ -80,13 +80,13 @@ class Graph:
         self.n_tokens = int(info["n_tokens"])
         self.relations = list(info["relations"])
         self.device = self.row_ptr.device
+        self.n_nodes = int(self.row_ptr.numel()) - 1  # plain attributes: the op's checks read them on every call
+        self.n_edges = int(self.col.numel())
         self._stats = info.get("stats")
         self._prepared = None
         self.id = next(_ids)
         _by_id[self.id] = self
 
-    n_nodes = property(lambda self: int(self.row_ptr.numel()) - 1)
-    n_edges = property(lambda self: int(self.col.numel()))
     n_relations = property(lambda self: len(self.relations))
 
     def __repr__(self):

@@ -9,6 +9,7 @@
 #   summary.txt. STEP: env tests sanitizer sweep tc fig7 flex ncu train graphs_eval train_ncu campaign (default: all
 #   but campaign, in that order); each step has its own time limit, which SB_GPU_SCALE multiplies (default 1,
 #   fractions allowed).
+#   ncu: every kernel of one forward+backward call, with relations (lane groups) and without (tensor-core tiles);
 #   sweep: scenarios/gpu_bf16.json on the default kernels (cuda:tc), then without relation embeddings on cuda:tc and
 #   on the lane groups (SB_CUDA_KERNELS=groups), and bpt and window on one warp per edge;
 #   tc: bench_gsa_cuda_tc (lane groups beside tensor-core tiles, plain launchers) on window, bpt and bigbird.
@@ -144,6 +145,18 @@ if wants ncu; then
       --section LaunchStats --section WarpStateStats --section SchedulerStats -o "$work/ncu_$name" -f \
       "$sb" run scenarios/gpu_bf16.json --set "axes/patterns=[$pat]" --set 'axes/lengths=[16384]' \
       --set axes/modes=forward_backward --set repeats=1 --set warmup=0 --no-plot --out "$work/ncu_point_$name"
+    step "ncu_${name}_details" 60 ncu --import "$work/ncu_$name.ncu-rep" --page details
+  done
+  # The tensor-core kernels (tc_*: forward, dq, dk/dv) beside the lane groups they leave rows to: the same calls
+  # without relation embeddings, which the tiles do not take yet.
+  for pat in '{"name":"bpt","k":4}' '{"name":"window","w":128}'; do
+    name=$(echo "$pat" | sed 's/.*"name":"\([a-z]*\)".*/\1/')_tc
+    step "ncu_$name" 120 ncu --clock-control none --kernel-name 'regex:(tc_|forward|delta|dq|dkv).*kernel' \
+      --launch-count 12 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section SchedulerStats -o "$work/ncu_$name" -f \
+      "$sb" run scenarios/gpu_bf16.json --set "axes/patterns=[$pat]" --set 'axes/lengths=[16384]' \
+      --set attention/relations=false --set axes/modes=forward_backward --set repeats=1 --set warmup=0 --no-plot \
+      --out "$work/ncu_point_$name"
     step "ncu_${name}_details" 60 ncu --import "$work/ncu_$name.ncu-rep" --page details
   done
 fi

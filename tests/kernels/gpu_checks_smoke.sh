@@ -63,6 +63,15 @@ grep -q "fig7_throughput\|^ncu\|^compute-sanitizer" "$tmp/calls.txt" && fail "st
 # FlexAttention gets 16384 tokens per call: batch 16 at n=1024.
 grep -q "flex_compare.py .*bpt4_1024.json .*--batch 16 " "$tmp/calls.txt" || fail "flex at n=1024 not at batch 16"
 
+# ncu: the lane-group kernels with relations, then the tensor-core kernels without them, for bpt and window.
+rm -rf "$tmp/out" && : >"$tmp/calls.txt"
+PATH="$tmp/bin:$PATH" bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" ncu >"$tmp/log" 2>&1 || fail "ncu exited $?"
+[ "$(grep -c '^ncu .*regex:(tc_|forward|delta|dq|dkv).*--set attention/relations=false' "$tmp/calls.txt")" = 2 ] ||
+  fail "ncu of the tensor-core kernels missing ($(grep '^ncu' "$tmp/calls.txt"))"
+for s in ncu_bpt ncu_window ncu_bpt_tc ncu_window_tc; do
+  grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
+done
+
 # train: fifteen runs of the new binary (default, CUDA graphs, per-parameter AdamW) and four of SB_BASELINE on the
 # carried data; graphs_eval: with and without graphs, compared (the stand-in python3 agrees); train_ncu: ncu over
 # the new binary; campaign: scripts/gpu_campaign.sh over fig5_gpu.json with graphs on after graphs_eval agreed.

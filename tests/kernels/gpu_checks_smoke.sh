@@ -42,8 +42,8 @@ PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" \
   bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" env tests sweep tc flex >"$tmp/log" 2>&1 ||
   fail "exited $? ($(tail -3 "$tmp/log"))"
 [ -f "$tmp/out/gpu.tgz" ] && [ -f "$tmp/out/summary.txt" ] || fail "no gpu.tgz and summary.txt in OUT_DIR"
-for s in test_gsa_cuda test_gsa_op_cuda sweep sweep_tc sweep_groups sweep_warp sweep_baseline tc_window tc_bpt4 tc_bigbird \
-         flex_1024 flex_4096 flex_16384 flex_window_4096; do
+for s in test_gsa_cuda test_gsa_op_cuda sweep sweep_tc sweep_groups sweep_warp sweep_baseline tc_window tc_bpt4 \
+         tc_bigbird flex_1024 flex_4096 flex_16384 flex_window_4096; do
   grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
 done
 grep -q "test_gsa_cuda: \[  PASSED  \] 12 tests." "$tmp/out/summary.txt" || fail "test results missing from the summary"
@@ -54,7 +54,8 @@ grep -q "sweep_warp.log" "$tmp/listing" || fail "gpu.tgz lacks the step logs"
 # not asked for do not run.
 grep -q "^sparsebench kernels=groups run scenarios/gpu_bf16.json .* --set attention/relations=false" "$tmp/calls.txt" ||
   fail "sweep_groups not on lane groups without relations"
-grep -q "^sparsebench kernels= run scenarios/gpu_bf16.json .*norel_tc --set attention/relations=false" "$tmp/calls.txt" ||
+grep -q "^sparsebench kernels= run scenarios/gpu_bf16.json .*norel_tc --set attention/relations=false" \
+  "$tmp/calls.txt" ||
   fail "sweep_tc not on the default kernels without relations"
 grep -q "^sparsebench kernels=warp run scenarios/gpu_bf16.json" "$tmp/calls.txt" || fail "sweep_warp not on warp kernels"
 grep -q "^bench_gsa_cuda_tc kernels= window w=128 4096 4" "$tmp/calls.txt" || fail "tc bench of the window missing"

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "common/error.h"
 #include "common/hash.h"
 
@@ -198,6 +200,18 @@ int64_t Graph::bytes() const {
                               rel.size() * sizeof(uint16_t) + t_row_ptr.size() * sizeof(int64_t) +
                               t_col.size() * sizeof(int32_t) + t_edge.size() * sizeof(int32_t) +
                               nodes.size() * sizeof(NodeInfo));
+}
+
+nlohmann::json graph_stats_json(const GraphStats& s) {
+  return {{"n_tokens", s.n_tokens},
+          {"n_nodes", s.n_nodes},
+          {"n_edges", s.n_edges},
+          {"in_degree_min", s.token_in_degree_min},
+          {"in_degree_mean", s.token_in_degree_mean},
+          {"in_degree_max", s.token_in_degree_max},
+          {"node_in_degree_max", s.node_in_degree_max},
+          {"bytes", s.bytes},
+          {"max_hops", s.max_hops}};
 }
 
 GraphStats Graph::stats(int64_t max_hops_n) const {

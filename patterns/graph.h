@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace sb {
 
 enum class NodeKind : uint8_t { token, span, relay, sentence };
@@ -37,6 +39,10 @@ struct GraphStats {
   int64_t bytes = 0;
   int64_t max_hops = -1;  // token-to-token; -1 when not computed (too large) or some pair unreachable
 };
+
+// The statistics as records and the Python package carry them: n_tokens, n_nodes, n_edges, in_degree_min/mean/max
+// (tokens), node_in_degree_max, bytes, max_hops.
+nlohmann::json graph_stats_json(const GraphStats& s);
 
 // Nodes 0..n_tokens-1 are tokens; extra nodes follow. Edges are stored twice:
 // CSR by destination (row_ptr/col/rel) and CSR by source (t_row_ptr/t_col/t_edge),

@@ -489,16 +489,8 @@ json point_to_json(const Scenario& s, const Point& p) {
     }
   }
   r["degree"] = p.stats.token_in_degree_mean;
-  r["graph"] = {{"n_tokens", p.stats.n_tokens},
-                {"n_nodes", p.stats.n_nodes},
-                {"n_edges", p.stats.n_edges},
-                {"in_degree_min", p.stats.token_in_degree_min},
-                {"in_degree_mean", p.stats.token_in_degree_mean},
-                {"in_degree_max", p.stats.token_in_degree_max},
-                {"node_in_degree_max", p.stats.node_in_degree_max},
-                {"bytes", p.stats.bytes},
-                {"max_hops", p.stats.max_hops},
-                {"fingerprint", p.fingerprint}};
+  r["graph"] = graph_stats_json(p.stats);
+  r["graph"]["fingerprint"] = p.fingerprint;
   r["analytic_bytes"] = p.analytic_bytes;
   return r;
 }

@@ -53,18 +53,6 @@ torch::Tensor tensor_of(const std::vector<T>& v, torch::Dtype dtype) {
   return t;
 }
 
-json stats_json(const GraphStats& s) {
-  return {{"n_tokens", s.n_tokens},
-          {"n_nodes", s.n_nodes},
-          {"n_edges", s.n_edges},
-          {"token_in_degree_min", s.token_in_degree_min},
-          {"token_in_degree_mean", s.token_in_degree_mean},
-          {"token_in_degree_max", s.token_in_degree_max},
-          {"node_in_degree_max", s.node_in_degree_max},
-          {"bytes", s.bytes},
-          {"max_hops", s.max_hops}};
-}
-
 // The graph of (name, n, causal, params) as tensors on the CPU: CSR by destination (row_ptr int64 [N+1], col int32
 // [E], rel int32 [E]), by source (t_row_ptr, t_col, t_edge), the node table int32 [N, 4] (kind, level, first, last),
 // and a JSON text with the token count, relation names, node kind names, resolved parameters, statistics (without
@@ -90,7 +78,7 @@ build_pattern_op(const std::string& name, int64_t n, bool causal, const std::str
                      {"relations", g.relations},
                      {"node_kinds", kinds},
                      {"params", resolve_params(find_pattern(name), given)},
-                     {"stats", stats_json(g.stats(0))},
+                     {"stats", graph_stats_json(g.stats(0))},
                      {"fingerprint", g.fingerprint()}};
   return {tensor_of(g.row_ptr, torch::kInt64),
           tensor_of(g.col, torch::kInt32),
@@ -105,7 +93,7 @@ build_pattern_op(const std::string& name, int64_t n, bool causal, const std::str
 // The statistics of that graph, hops included when n_tokens <= max_hops_n (a BFS from every token).
 std::string pattern_stats(const std::string& name, int64_t n, bool causal, const std::string& params,
                           int64_t max_hops_n) {
-  return stats_json(shared_pattern_graph(name, n, causal, params_of(params))->stats(max_hops_n)).dump();
+  return graph_stats_json(shared_pattern_graph(name, n, causal, params_of(params))->stats(max_hops_n)).dump();
 }
 
 }  // namespace

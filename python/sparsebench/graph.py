@@ -112,8 +112,9 @@ class Graph:
         return self.row_ptr.diff()
 
     def stats(self, hops=False):
-        """Degree statistics (token in-degree min/mean/max, node in-degree max, edges, bytes); with hops=True also
-        max_hops, the longest token-to-token shortest path (a BFS from every token: slow past a few thousand)."""
+        """Statistics as records carry them: n_tokens, n_nodes, n_edges, in_degree_min/mean/max (tokens),
+        node_in_degree_max, bytes, and max_hops (-1 unless hops=True: the longest token-to-token shortest path, a BFS
+        from every token, slow past a few thousand)."""
         if hops or self._stats is None:
             if self.name not in {p["name"] for p in patterns()}:
                 raise ValueError(f"stats: graph {self.name} was not built by a registered pattern")

@@ -69,7 +69,7 @@ def test_graph_invariants(name, causal):
         assert bool((g.col.long()[tok] <= dst_of[tok]).all())
     stats = g.stats()
     assert stats["n_edges"] == g.n_edges and stats["n_nodes"] == n
-    assert stats["token_in_degree_max"] == int(g.in_degree()[:40].max())
+    assert stats["in_degree_max"] == int(g.in_degree()[:40].max())
     assert g.node_kinds[:40] == ["token"] * 40
 
 

@@ -46,7 +46,7 @@ def load_graph(path):
         raise ValueError(f"{path}: not an exported graph (no {', '.join(missing)})")
     g = pattern(doc["pattern"], int(doc["n"]), bool(doc["causal"]), **doc["params"])
     edges = doc["edges"]  # [source, destination, relation name], grouped by destination in row order
-    dst = torch.repeat_interleave(torch.arange(g.n_nodes), g.row_ptr.diff()).tolist()
+    dst = g.destinations().tolist()
     same = len(edges) == g.n_edges and all(
         e[0] == s and e[1] == d and e[2] == g.relations[r]
         for e, s, d, r in zip(edges, g.col.tolist(), dst, g.rel.tolist()))
@@ -126,12 +126,14 @@ class Graph:
             return stats
         return dict(self._stats)
 
+    def destinations(self):
+        """The destination of each edge, int64 [E] on this graph's device (col holds the sources)."""
+        return torch.repeat_interleave(torch.arange(self.n_nodes, device=self.device), self.row_ptr.diff())
+
     def adjacency(self, dtype=torch.bool):
         """Dense [N, N] matrix on this graph's device: entry [dst, src] set where dst attends to src."""
-        n = self.n_nodes
-        dst = torch.repeat_interleave(torch.arange(n, device=self.device), self.row_ptr.diff())
-        adj = torch.zeros(n, n, dtype=dtype, device=self.device)
-        adj[dst, self.col.to(torch.int64)] = True
+        adj = torch.zeros(self.n_nodes, self.n_nodes, dtype=dtype, device=self.device)
+        adj[self.destinations(), self.col.to(torch.int64)] = True
         return adj
 
     def prepared(self):

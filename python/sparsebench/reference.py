@@ -9,7 +9,7 @@ def reference_attention(q, k, v, graph, rel_emb=None, scale=None):
     b, n, h, d = q.shape
     scale = d ** -0.5 if scale is None else scale
     src = graph.col.to(torch.int64)
-    dst = torch.repeat_interleave(torch.arange(n, device=q.device), graph.row_ptr.diff())
+    dst = graph.destinations()
     keys = k[:, src]  # (B, E, H, D)
     if rel_emb is not None:
         keys = keys + rel_emb[graph.rel.to(torch.int64)][None, :, None, :]

@@ -19,6 +19,13 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A task's valid evaluation as a learning-curve point (during training, or the final one standing in for it).
+json task_curve_point(json valid, int64_t step, double train_s) {
+  valid.erase("by_distance");
+  valid.update(json{{"kind", "eval"}, {"step", step}, {"train_s", train_s}});
+  return valid;
+}
+
 }  // namespace
 
 // Bits per byte of the targets `windows` score, `eval_batch` windows (of one length) per pass. With a process
@@ -102,11 +109,10 @@ json evaluate_during_training(LanguageModel& model, const EvalSource& src, int64
   json rec;
   if (src.task.active()) {
     const double t0 = now_s();
-    rec = task_evaluate(model, src.task, static_cast<uint64_t>(cfg.seed), TaskSplit::valid, cfg.task_eval,
-                        cfg.eval_batch, src.pg);
-    rec.erase("by_distance");
+    rec = task_curve_point(task_evaluate(model, src.task, static_cast<uint64_t>(cfg.seed), TaskSplit::valid,
+                                         cfg.task_eval, cfg.eval_batch, src.pg),
+                           step, train_s);
     seconds += now_s() - t0;
-    rec.update(json{{"kind", "eval"}, {"step", step}, {"train_s", train_s}});
     if (!cfg.quiet) fmt::print("eval  {:>6}  valid accuracy {}\n", step, rec["accuracy"].dump());
     return rec;
   }
@@ -135,9 +141,7 @@ void evaluate_at_end(LanguageModel& model, const EvalSource& src, int64_t step,
     result["test_accuracy"] = t["accuracy"];
     result["accuracy_by_distance"] = t["by_distance"];
     if (curve_end != nullptr) {  // the record evaluate_during_training makes, from the same evaluation
-      *curve_end = v;
-      curve_end->erase("by_distance");
-      curve_end->update(json{{"kind", "eval"}, {"step", step}, {"train_s", train_s}});
+      *curve_end = task_curve_point(v, step, train_s);
       log(*curve_end);
     }
     log({{"kind", "final"}, {"step", step}, {"valid", v}, {"test", t}});

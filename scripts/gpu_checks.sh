@@ -137,27 +137,23 @@ if wants flex; then
 fi
 if wants ncu; then
   # Every kernel of one forward+backward call at n=16384 (bpt k=4, then window 128): time, bandwidth, occupancy
-  # and stall reasons, as text and as reports for the Nsight Compute GUI.
-  for pat in '{"name":"bpt","k":4}' '{"name":"window","w":128}'; do
-    name=$(echo "$pat" | sed 's/.*"name":"\([a-z]*\)".*/\1/')
-    step "ncu_$name" 120 ncu --clock-control none --kernel-name 'regex:(forward|delta|dq|dkv|drel)_.*kernel' \
-      --launch-count 12 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-      --section LaunchStats --section WarpStateStats --section SchedulerStats -o "$work/ncu_$name" -f \
-      "$sb" run scenarios/gpu_bf16.json --set "axes/patterns=[$pat]" --set 'axes/lengths=[16384]' \
-      --set axes/modes=forward_backward --set repeats=1 --set warmup=0 --no-plot --out "$work/ncu_point_$name"
-    step "ncu_${name}_details" 60 ncu --import "$work/ncu_$name.ncu-rep" --page details
-  done
-  # The tensor-core kernels (tc_*: forward, dq, dk/dv) beside the lane groups they leave rows to: the same calls
-  # without relation embeddings, which the tiles do not take yet.
-  for pat in '{"name":"bpt","k":4}' '{"name":"window","w":128}'; do
-    name=$(echo "$pat" | sed 's/.*"name":"\([a-z]*\)".*/\1/')_tc
-    step "ncu_$name" 120 ncu --clock-control none --kernel-name 'regex:(tc_|forward|delta|dq|dkv).*kernel' \
-      --launch-count 12 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-      --section LaunchStats --section WarpStateStats --section SchedulerStats -o "$work/ncu_$name" -f \
-      "$sb" run scenarios/gpu_bf16.json --set "axes/patterns=[$pat]" --set 'axes/lengths=[16384]' \
-      --set attention/relations=false --set axes/modes=forward_backward --set repeats=1 --set warmup=0 --no-plot \
-      --out "$work/ncu_point_$name"
-    step "ncu_${name}_details" 60 ncu --import "$work/ncu_$name.ncu-rep" --page details
+  # and stall reasons, as text and as reports for the Nsight Compute GUI. First with relation embeddings (the lane
+  # groups), then without (_tc: the tensor-core kernels tc_*, which take none yet, beside the lane groups they leave
+  # rows to).
+  for variant in "" _tc; do
+    kernels='regex:(forward|delta|dq|dkv|drel)_.*kernel'
+    relations=true
+    [ "$variant" = _tc ] && kernels='regex:(tc_|forward|delta|dq|dkv).*kernel' relations=false
+    for pat in '{"name":"bpt","k":4}' '{"name":"window","w":128}'; do
+      name=$(echo "$pat" | sed 's/.*"name":"\([a-z]*\)".*/\1/')$variant
+      step "ncu_$name" 120 ncu --clock-control none --kernel-name "$kernels" \
+        --launch-count 12 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section SchedulerStats -o "$work/ncu_$name" -f \
+        "$sb" run scenarios/gpu_bf16.json --set "axes/patterns=[$pat]" --set 'axes/lengths=[16384]' \
+        --set "attention/relations=$relations" --set axes/modes=forward_backward --set repeats=1 --set warmup=0 \
+        --no-plot --out "$work/ncu_point_$name"
+      step "ncu_${name}_details" 60 ncu --import "$work/ncu_$name.ncu-rep" --page details
+    done
   done
 fi
 data=${SB_TRAIN_DATA:-$build/data/enwik8-head.bin}

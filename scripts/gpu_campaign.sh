@@ -49,7 +49,10 @@ own="$run"
 [ -z "$shard" ] || own="$run/shard-${shard%%/*}-of-${shard##*/}"
 [ -f "$own/run.json" ] && resume=(--resume)
 mps_note="off"
-if [ "$mps" = 1 ]; then
+# A caller running several campaigns at once starts one daemon for all of them (SB_MPS_SHARED=1, its pipe exported).
+if [ "$mps" = 1 ] && [ "${SB_MPS_SHARED:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
+  mps_note="on (the caller's daemon)"
+elif [ "$mps" = 1 ]; then
   mps_note="not available (no nvidia-cuda-mps-control)"
   if command -v nvidia-cuda-mps-control >/dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY="$out/mps_pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps_log"

@@ -17,12 +17,14 @@
 #   --profile, fp32 losses under each AdamW and SB_BASELINE's); train_ncu: the kernels of the quality model's steps
 #   under ncu. Their data is SB_TRAIN_DATA (default BUILD_DIR/data/enwik8-head.bin, else
 #   ../shared/data/enwik8-head.bin).
-#   graphs_eval: the quality model in float32 with evaluations and checkpoints between CUDA-graph replays, against
-#   the same run without graphs (their evaluations must agree); campaign: scripts/gpu_campaign.sh over
-#   SB_CAMPAIGN (default scenarios/fig5_gpu.json) for SB_CAMPAIGN_BUDGET seconds (default 300), SB_CAMPAIGN_JOBS
-#   points at once (default 1; with SB_CAMPAIGN_MPS=1 under the CUDA MPS daemon where it starts), continuing from
-#   SB_CAMPAIGN_DIR (default /tmp/sb_campaign, kept between calls on one machine) and SB_CAMPAIGN_FROM (records of
-#   another machine); CUDA graphs on when graphs_eval passed in this call (or SB_CUDA_GRAPHS says so).
+#   graphs_eval: the quality model in float32 and an MQAR model with evaluations and checkpoints between CUDA-graph
+#   replays, against the same runs without graphs (their evaluations must agree); campaign: scripts/gpu_campaign.sh
+#   over each scenario of SB_CAMPAIGN (space-separated, run at once; default scenarios/fig5_gpu.json) for
+#   SB_CAMPAIGN_BUDGET seconds (default 300), SB_CAMPAIGN_JOBS points at once each (default 1; with SB_CAMPAIGN_MPS=1
+#   under one CUDA MPS daemon where it starts), continuing from SB_CAMPAIGN_DIR/NAME (default /tmp/sb_campaign, kept
+#   between calls on one machine) or else from SB_CAMPAIGN_FROM (records of another machine, one per scenario, "-"
+#   for none); CUDA graphs on when graphs_eval passed in this call (or SB_CUDA_GRAPHS says so). OUT_DIR receives
+#   campaign_NAME.tgz per scenario.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bash scripts/gpu_checks.sh BUILD_DIR OUT_DIR [STEP ...]" >&2; exit 2; }
@@ -166,7 +168,8 @@ if wants train; then
   train_run() {
     local name=$1 bin=$2
     shift 2
-    step "train_$name" 120 "$bin" train "${quiet[@]}" --out "$work/train/$name" "$@"
+    # Eager unless the run asks for CUDA graphs (the default on CUDA since they were verified).
+    SB_CUDA_GRAPHS=${SB_CUDA_GRAPHS:-0} step "train_$name" 120 "$bin" train "${quiet[@]}" --out "$work/train/$name" "$@"
   }
   # Most wanted first, so a slot that ends early keeps them: the default step (fused AdamW, no host reads inside a
   # step), CUDA graphs, fp32 losses under each update, the paper's model, the profiles; then the per-parameter AdamW
@@ -212,19 +215,35 @@ if wants graphs_eval; then
   # neither change an evaluation nor be broken by one (fp32 replays matched eager steps exactly before).
   g_args=("${quality[@]}" --pattern bpt --set k=4 --dtype float32 --steps 600 --log-every 100 --eval-every 100
           --eval-bytes 65536 --lens-bytes 0 --data "$data" --device cuda --overwrite)
-  step graphs_eval_eager 120 "$sb" train "${g_args[@]}" --checkpoint-every 200 --out "$work/train/graphs_eval_eager"
+  # The same for a generated task (its answer mask is one more static input of the graph): MQAR, valid loss.
+  t_args=(--task mqar --task-vocab 32 --task-pairs 8 --task-eval 128 --pattern bpt --set k=4 --context 512 --batch 8
+          --layers 2 --dim 64 --ffn 128 --heads 2 --dropout 0 --dtype float32 --steps 600 --lr 0.003 --warmup 30
+          --log-every 100 --eval-every 100 --eval-batch 8 --device cuda --overwrite)
+  SB_CUDA_GRAPHS=0 step graphs_eval_eager 120 "$sb" train "${g_args[@]}" --checkpoint-every 200 --out "$work/train/graphs_eval_eager"
   SB_CUDA_GRAPHS=1 step graphs_eval_graphs 120 "$sb" train "${g_args[@]}" --checkpoint-every 200 \
     --out "$work/train/graphs_eval_graphs"
+  SB_CUDA_GRAPHS=0 step graphs_eval_task_eager 120 "$sb" train "${t_args[@]}" --checkpoint-every 200 --out "$work/train/graphs_task_eager"
+  SB_CUDA_GRAPHS=1 step graphs_eval_task_graphs 120 "$sb" train "${t_args[@]}" --checkpoint-every 200 \
+    --out "$work/train/graphs_task_graphs"
   if python3 - "$work/train/graphs_eval_eager/result.json" "$work/train/graphs_eval_graphs/result.json" \
-      >>"$summary" 2>&1 <<'PY'
+      "$work/train/graphs_task_eager/result.json" "$work/train/graphs_task_graphs/result.json" >>"$summary" 2>&1 <<'PY'
 import json, sys
-a, b = (json.load(open(f)) for f in sys.argv[1:3])
-ea, eb = a.get("evals", []), b.get("evals", [])
-worst = max((abs(x["bpc"] - y["bpc"]) / abs(x["bpc"]) for x, y in zip(ea, eb)), default=float("inf"))
-ok = len(ea) == len(eb) > 0 and worst <= 1e-5 and b.get("cuda_graphs") == "captured"
-print(f"graphs_eval: {len(ea)} and {len(eb)} evaluations, largest relative difference {worst:.3g}, "
-      f"graphs {b.get('cuda_graphs')}: {'agree' if ok else 'DISAGREE'}")
-sys.exit(0 if ok else 1)
+ok_all = True
+for name, key, fa, fb in (("graphs_eval", "bpc", *sys.argv[1:3]), ("graphs_eval task", "loss", *sys.argv[3:5])):
+    try:
+        a, b = (json.load(open(f)) for f in (fa, fb))
+    except (OSError, ValueError) as e:
+        print(f"{name}: no result ({e})")
+        ok_all = False
+        continue
+    ea, eb = a.get("evals", []), b.get("evals", [])
+    worst = max((abs(x[key] - y[key]) / abs(x[key]) for x, y in zip(ea, eb)), default=float("inf"))
+    ok = len(ea) == len(eb) > 0 and worst <= 1e-5 and b.get("cuda_graphs") == "captured"
+    print(f"{name}: {len(ea)} and {len(eb)} evaluations, largest relative difference in {key} {worst:.3g}, "
+          f"graphs {b.get('cuda_graphs')}, tokens/s {a.get('tokens_per_s', 0):.0f} eager, "
+          f"{b.get('tokens_per_s', 0):.0f} graphs: {'agree' if ok else 'DISAGREE'}")
+    ok_all = ok_all and ok
+sys.exit(0 if ok_all else 1)
 PY
   then graphs_ok=1; fi
   pack
@@ -239,24 +258,52 @@ if wants train_ncu; then
   pack
 fi
 if wants campaign; then
-  # Quality runs in the time left: graphs when graphs_eval agreed in this call (or SB_CUDA_GRAPHS says so).
+  # Quality runs in the time left: graphs when graphs_eval agreed in this call (or SB_CUDA_GRAPHS says so). Several
+  # scenarios in SB_CAMPAIGN run at once, each in its own directory, sharing one MPS daemon.
   camp_env=()
-  [ "$graphs_ok" = 1 ] && [ -z "${SB_CUDA_GRAPHS:-}" ] && camp_env=(SB_CUDA_GRAPHS=1)
-  camp_dir=${SB_CAMPAIGN_DIR:-/tmp/sb_campaign}
-  camp_args=(--budget "${SB_CAMPAIGN_BUDGET:-300}" --jobs "${SB_CAMPAIGN_JOBS:-1}" --set "train/data=$data")
-  [ "${SB_CAMPAIGN_MPS:-0}" = 1 ] && camp_args+=(--mps)
-  # The records this machine packed last (an earlier call), else those brought from another machine.
-  if [ -f "$camp_dir/records.tgz" ]; then camp_args+=(--from "$camp_dir/records.tgz")
-  elif [ -n "${SB_CAMPAIGN_FROM:-}" ]; then camp_args+=(--from "$SB_CAMPAIGN_FROM"); fi
-  echo "campaign: SB_CUDA_GRAPHS=${SB_CUDA_GRAPHS:-${camp_env[*]#SB_CUDA_GRAPHS=}} ${camp_args[*]}" >>"$summary"
-  rm -rf "$camp_dir.new"
-  # Not scaled: the campaign ends itself at its budget and packs; a cut would lose what finished.
-  scale=1 step campaign $((${SB_CAMPAIGN_BUDGET:-300} + 60)) env ${camp_env[@]+"${camp_env[@]}"} bash scripts/gpu_campaign.sh \
-    "$sb" "${SB_CAMPAIGN:-scenarios/fig5_gpu.json}" "$camp_dir.new" "${camp_args[@]}"
-  if [ -f "$camp_dir.new/records.tgz" ]; then rm -rf "$camp_dir" && mv "$camp_dir.new" "$camp_dir"; fi
-  cat "$camp_dir/campaign.txt" >>"$summary" 2>/dev/null
-  cp "$camp_dir/records.tgz" "$out/campaign_records.tgz" 2>/dev/null
-  cp "$camp_dir/run.log" "$work/campaign_run.log" 2>/dev/null
+  [ -z "${SB_CUDA_GRAPHS:-}" ] && camp_env=(SB_CUDA_GRAPHS=$graphs_ok)
+  camp_root=${SB_CAMPAIGN_DIR:-/tmp/sb_campaign}
+  read -r -a camp_list <<<"${SB_CAMPAIGN:-scenarios/fig5_gpu.json}"
+  read -r -a camp_from <<<"${SB_CAMPAIGN_FROM:-}"
+  if [ "${SB_CAMPAIGN_MPS:-0}" = 1 ] && [ ${#camp_list[@]} -gt 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+    export CUDA_MPS_PIPE_DIRECTORY="$camp_root/mps_pipe" CUDA_MPS_LOG_DIRECTORY="$camp_root/mps_log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d; then
+      export SB_MPS_SHARED=1
+      echo "campaign: one MPS daemon for ${#camp_list[@]} scenarios" >>"$summary"
+    else
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+  fi
+  pids=()
+  for i in "${!camp_list[@]}"; do
+    scen=${camp_list[$i]}
+    name=$(basename "$scen" .json)
+    camp_dir="$camp_root/$name"
+    camp_args=(--budget "${SB_CAMPAIGN_BUDGET:-300}" --jobs "${SB_CAMPAIGN_JOBS:-1}")
+    # Generated tasks take no data file.
+    grep -q '"task"' "$scen" || camp_args+=(--set "train/data=$data")
+    [ "${SB_CAMPAIGN_MPS:-0}" = 1 ] && camp_args+=(--mps)
+    # The records this machine packed last (an earlier call), else those brought from another machine.
+    if [ -f "$camp_dir/records.tgz" ]; then camp_args+=(--from "$camp_dir/records.tgz")
+    elif [ -n "${camp_from[$i]:-}" ] && [ "${camp_from[$i]}" != - ]; then camp_args+=(--from "${camp_from[$i]}"); fi
+    echo "campaign $name: SB_CUDA_GRAPHS=${SB_CUDA_GRAPHS:-${camp_env[*]#SB_CUDA_GRAPHS=}} ${camp_args[*]}" >>"$summary"
+    rm -rf "$camp_dir.new"
+    # Not scaled: the campaign ends itself at its budget and packs; a cut would lose what finished.
+    PACK=0 scale=1 step "campaign_$name" $((${SB_CAMPAIGN_BUDGET:-300} + 60)) env ${camp_env[@]+"${camp_env[@]}"} \
+      bash scripts/gpu_campaign.sh "$sb" "$scen" "$camp_dir.new" "${camp_args[@]}" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  [ "${SB_MPS_SHARED:-0}" = 1 ] && echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  for scen in "${camp_list[@]}"; do
+    name=$(basename "$scen" .json)
+    camp_dir="$camp_root/$name"
+    if [ -f "$camp_dir.new/records.tgz" ]; then rm -rf "$camp_dir" && mv "$camp_dir.new" "$camp_dir"; fi
+    cat "$camp_dir/campaign.txt" >>"$summary" 2>/dev/null
+    cp "$camp_dir/records.tgz" "$out/campaign_$name.tgz" 2>/dev/null
+    cp "$camp_dir/run.log" "$work/campaign_${name}_run.log" 2>/dev/null
+  done
 fi
 pack
 cat "$summary"

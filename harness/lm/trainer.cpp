@@ -182,7 +182,7 @@ class Training {
   void print_header() const;
   void choose_cuda_graphs();
   torch::Tensor next_batch(TaskBatch& tb);
-  void capture_step(const torch::Tensor& host_batch, double lr);
+  void capture_step(const torch::Tensor& host_batch, const TaskBatch& tb, double lr);
   bool eager_step(const torch::Tensor& host_batch, const TaskBatch& tb, double t[4]);
   bool run_step();
   bool after_step();
@@ -232,7 +232,7 @@ class Training {
   bool want_graphs_ = false;
   std::string graphs_why_;
   CapturedStep captured_;
-  torch::Tensor static_batch_, static_loss_, device_lr_;
+  torch::Tensor static_batch_, static_answer_, static_loss_, device_lr_;
   torch::Tensor last_batch_;  // the last step's rows (the progress record's digest)
   double last_lr_ = 0.0;
 };
@@ -342,15 +342,18 @@ void Training::print_header() const {
 // On CUDA in one process a step enqueues its work and returns: its loss stays on the device until a log, eval or
 // checkpoint step (or the last) reads the pending losses at once, so the host never waits inside a step. With
 // ranks (the loss is all-reduced with the gradients) or on the CPU every step is read at once. SB_DEFER_LOSS_READS=1
-// defers on the CPU too, so the tests cover this path without a GPU. SB_CUDA_GRAPHS=1: after kCaptureAfter steps of
+// defers on the CPU too, so the tests cover this path without a GPU. CUDA graphs: after kCaptureAfter steps of
 // this process, the step (forward, backward, clipping, fused AdamW) is captured once as a CUDA graph and replayed
 // with the batch and learning rate in device tensors. Where it cannot be, the reason is recorded.
 void Training::choose_cuda_graphs() {
   const char* defer_env = std::getenv("SB_DEFER_LOSS_READS");
   defer_reads_ = !pg_ && (device_.is_cuda() || (defer_env && std::string(defer_env) == "1"));
   sync_sections_ = cfg_.profile && device_.is_cuda();  // sections end when their kernels have run
+  // On by default on CUDA: replays matched eager steps and evaluations exactly (results/train/); SB_CUDA_GRAPHS=0
+  // turns them off, =1 asks for them anywhere (a CPU run records why it has none).
   const char* graphs_env = std::getenv("SB_CUDA_GRAPHS");
-  want_graphs_ = graphs_env && std::string(graphs_env) == "1";
+  const std::string graphs = graphs_env ? graphs_env : "";
+  want_graphs_ = graphs == "1" || (graphs.empty() && device_.is_cuda());
   if (!want_graphs_) return;
   if (!device_.is_cuda()) graphs_why_ = "CUDA graphs need --device cuda";
   else if (pg_) graphs_why_ = "not with data-parallel ranks (the gradient exchange runs on the host)";
@@ -358,7 +361,6 @@ void Training::choose_cuda_graphs() {
   else if (cfg_.profile) graphs_why_ = "not under --profile (its sections synchronise)";
   else if (cfg_.model.dropout > 0) graphs_why_ = "not with dropout (its masks are seeded from the host each step)";
   else if (stepper_->name() != "fused") graphs_why_ = "needs the fused AdamW (its learning rate as a device tensor)";
-  else if (task_.active()) graphs_why_ = "not with a generated task (its answer positions change each step)";
   else if (!CapturedStep::available()) graphs_why_ = "this build's LibTorch has no CUDA graphs";
 }
 
@@ -373,9 +375,11 @@ torch::Tensor Training::next_batch(TaskBatch& tb) {
                         layout_.rank * cfg_.batch, cfg_.batch);
 }
 
-void Training::capture_step(const torch::Tensor& host_batch, double lr) {
-  // Static inputs and gradients exist before the capture, so every replay reads and writes the same memory.
+void Training::capture_step(const torch::Tensor& host_batch, const TaskBatch& tb, double lr) {
+  // Static inputs and gradients exist before the capture, so every replay reads and writes the same memory; a task's
+  // answer positions are one more static input.
   static_batch_ = host_batch.to(device_);
+  if (task_.active()) static_answer_ = tb.answer.to(device_);
   device_lr_ = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   const std::vector<torch::Tensor> params = model_->parameters();
   for (const auto& p : params) {
@@ -386,8 +390,10 @@ void Training::capture_step(const torch::Tensor& host_batch, double lr) {
       [&] {
         for (const auto& p : params) p.grad().zero_();
         auto logits = model_->forward(static_batch_.slice(1, 0, cfg_.model.context));
-        static_loss_ = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}),
-                                                            static_batch_.slice(1, 1, window_).reshape({-1}));
+        const auto targets = static_batch_.slice(1, 1, window_);
+        static_loss_ = task_.active()
+                           ? task_loss(logits, targets, static_answer_)
+                           : torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
         static_loss_.backward();
         if (cfg_.clip > 0) clip_grad_norm_no_sync(params, cfg_.clip);
         stepper_->step(device_lr_);
@@ -478,9 +484,10 @@ bool Training::run_step() {
   TaskBatch tb;
   const torch::Tensor host_batch = next_batch(tb);
   if (want_graphs_ && graphs_why_.empty() && !captured_.ready() && steps_this_run_ >= kCaptureAfter) {
-    capture_step(host_batch, lr);
+    capture_step(host_batch, tb, lr);
   } else if (captured_.ready()) {
     static_batch_.copy_(host_batch.pin_memory(), /*non_blocking=*/true);
+    if (task_.active()) static_answer_.copy_(tb.answer.pin_memory(), /*non_blocking=*/true);
     device_lr_.fill_(lr);
     captured_.replay();
     stepper_->advance_host_steps();

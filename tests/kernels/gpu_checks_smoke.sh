@@ -82,19 +82,42 @@ PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" SB_CAMPAIGN_D
   SB_CAMPAIGN_JOBS=2 bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" train graphs_eval train_ncu campaign \
   >"$tmp/log" 2>&1 || fail "train step exited $?"
 [ "$(grep -c '^sparsebench kernels= train --device cuda' "$tmp/calls.txt")" = 19 ] ||
-  fail "expected 19 training runs ($(grep -c ' train ' "$tmp/calls.txt"))"
+  fail "expected 19 training runs on the carried data ($(grep -c ' train ' "$tmp/calls.txt"))"
+# graphs_eval's MQAR pair: a generated task, no data file, the second run on CUDA graphs.
+[ "$(grep -c '^sparsebench kernels= train --task mqar .*--device cuda' "$tmp/calls.txt")" = 2 ] ||
+  fail "expected the two MQAR runs of graphs_eval"
+grep -q "^sparsebench kernels= train --task mqar .*graphs_task_graphs graphs=1$" "$tmp/calls.txt" ||
+  fail "graphs_eval's second MQAR run is not on CUDA graphs"
 grep -q "train .*--data $tmp/build/data/enwik8-head.bin .*--pattern bpt --set k=4 --dtype bfloat16 --steps 400" \
   "$tmp/calls.txt" || fail "the quality model run is missing or not on the carried data"
 grep -q "^ncu .*--launch-count 300 .*train" "$tmp/calls.txt" || fail "ncu over a training run missing"
 for s in train_quality_bpt4 train_quality_bpt4_graphs train_quality_bpt4_baseline train_paper_dense ncu_train \
-         graphs_eval_eager graphs_eval_graphs campaign; do
+         graphs_eval_eager graphs_eval_graphs graphs_eval_task_eager graphs_eval_task_graphs campaign_fig5_gpu; do
   grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
 done
 grep -q "^sparsebench kernels= train .*--checkpoint-every 200 --out .*graphs_eval_graphs graphs=1$" "$tmp/calls.txt" ||
   fail "graphs_eval's second run is not on CUDA graphs"
-grep -q "^sparsebench kernels= run .*/scenarios/fig5_gpu.json --out $tmp/camp.new/run --no-plot .*--jobs 2 --set train/data=$tmp/build/data/enwik8-head.bin graphs=1$" \
+grep -q "^sparsebench kernels= train .*/train/quality_bpt4 .*graphs=0$" "$tmp/calls.txt" ||
+  fail "the eager quality run is not asked to run without CUDA graphs (their default on CUDA)"
+grep -q "^sparsebench kernels= run .*/scenarios/fig5_gpu.json --out $tmp/camp/fig5_gpu.new/run --no-plot .*--jobs 2 --set train/data=$tmp/build/data/enwik8-head.bin graphs=1$" \
   "$tmp/calls.txt" || fail "the campaign did not run fig5_gpu.json on the carried data with graphs ($(grep ' run ' "$tmp/calls.txt"))"
-[ -f "$tmp/camp/records.tgz" ] && [ -f "$tmp/out/campaign_records.tgz" ] || fail "the campaign's records were not kept"
+[ -f "$tmp/camp/fig5_gpu/records.tgz" ] && [ -f "$tmp/out/campaign_fig5_gpu.tgz" ] ||
+  fail "the campaign's records were not kept"
+
+# Two scenarios at once, each in its own directory; the generated task's gets no data file; fig5_gpu continues
+# from the records the first call kept on this machine.
+rm -rf "$tmp/out" && : >"$tmp/calls.txt"
+PATH="$tmp/bin:$PATH" SB_CAMPAIGN_DIR="$tmp/camp" SB_CAMPAIGN_BUDGET=20 \
+  SB_CAMPAIGN="scenarios/fig5_gpu.json scenarios/mqar_gpu.json" bash "$repo/scripts/gpu_checks.sh" "$tmp/build" \
+  "$tmp/out" campaign >"$tmp/log" 2>&1 || fail "two campaigns exited $?"
+grep -q "^sparsebench kernels= run .*/scenarios/mqar_gpu.json --out $tmp/camp/mqar_gpu.new/run --no-plot --jobs 1 graphs=0$" \
+  "$tmp/calls.txt" || fail "mqar_gpu.json did not run on its own, without a data file ($(grep ' run ' "$tmp/calls.txt"))"
+grep -q "^campaign fig5_gpu: .*--from $tmp/camp/fig5_gpu/records.tgz" "$tmp/out/summary.txt" ||
+  fail "fig5_gpu.json did not continue from this machine's records"
+for n in fig5_gpu mqar_gpu; do
+  grep -q "^campaign_$n: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for campaign_$n"
+  [ -f "$tmp/out/campaign_$n.tgz" ] || fail "campaign_$n.tgz not in OUT_DIR"
+done
 
 # A step over its time limit is cut, noted, and the steps after it still run and are packed.
 rm -rf "$tmp/out"

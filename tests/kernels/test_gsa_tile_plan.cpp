@@ -392,6 +392,7 @@ TEST(GsaTilePlan, TileEmulationMatchesDenseReference) {
         ASSERT_EQ(plan.n_dense(), plan.n_tiles - static_cast<int64_t>(std::count(plan.tile_edges.begin(),
                                                                                  plan.tile_edges.end(), 0)));
         const RefProblem prob = make_problem(c, g);
+        ASSERT_EQ(prob.R > 0, rel) << "the pattern has relations";
         const std::vector<double> d_o = make_d_o(c, g);
         const RefResult ref = reference_attention(prob, DenseMask(g), d_o);
         std::vector<double> o(ref.o.size(), std::nan("")), lse(ref.lse.size(), std::nan(""));

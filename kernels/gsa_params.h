@@ -31,6 +31,8 @@ struct GsaTileView {
   const int32_t* union_col = nullptr;   // sorted sources of each tile
   const int64_t* mask_ptr = nullptr;    // [n_dense + 1] into mask: 16 rows x ceil(union / 32) words per tile
   const uint32_t* mask = nullptr;
+  const int64_t* edge_ptr = nullptr;    // [n_dense + 1] into edge
+  const int32_t* edge = nullptr;        // each tile's CSR edges in mask order (GsaTilePlan::edge, gsa_tile_edge)
   int64_t n_dense = -1;
   int64_t dense_edges = 0;              // edges inside dense tiles
   GsaScheduleView rest;                 // rows outside dense tiles (a subset of GsaGraphView::rows)

@@ -15,6 +15,7 @@ GsaTilePlan gsa_tile_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_
   std::vector<int64_t> seen_tile(static_cast<size_t>(n_nodes), -1), seen_row(static_cast<size_t>(n_nodes), -1);
   std::vector<int32_t> pos(static_cast<size_t>(n_nodes), 0);
   std::vector<int32_t> cols;
+  std::vector<int64_t> rank;  // rank[c]: the edge of the current row to union column c
   for (int64_t t = 0; t < plan.n_tiles; ++t) {
     const int64_t r0 = t * kGsaTileRows, r1 = std::min(n_nodes, r0 + kGsaTileRows);
     const int64_t edges = row_ptr[r1] - row_ptr[r0];
@@ -47,16 +48,30 @@ GsaTilePlan gsa_tile_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_
     plan.union_col.insert(plan.union_col.end(), cols.begin(), cols.end());
     plan.union_ptr.push_back(static_cast<int64_t>(plan.union_col.size()));
     for (int64_t c = 0; c < n_union; ++c) pos[cols[c]] = static_cast<int32_t>(c);
+    if (static_cast<int64_t>(rank.size()) < n_union) rank.resize(static_cast<size_t>(n_union));
     const int64_t words = (n_union + kGsaTileMaskBits - 1) / kGsaTileMaskBits;
     const size_t base = plan.mask.size();
     plan.mask.resize(base + static_cast<size_t>(kGsaTileRows * words), 0u);
+    const size_t edge_base = plan.edge.size();
+    plan.edge.resize(edge_base + static_cast<size_t>(edges));
     for (int64_t u = r0; u < r1; ++u) {
       for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) {
         const int64_t c = pos[col[e]];
         plan.mask[base + static_cast<size_t>((u - r0) * words + c / kGsaTileMaskBits)] |= 1u << (c % kGsaTileMaskBits);
       }
+      // The row's edges by union column: a counting pass over its (distinct) columns' marks.
+      const int64_t n_row = row_ptr[u + 1] - row_ptr[u];
+      int32_t* out = plan.edge.data() + edge_base + (row_ptr[u] - row_ptr[r0]);
+      for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) rank[pos[col[e]]] = e;
+      int64_t k = 0;
+      for (int64_t w = 0; w < words && k < n_row; ++w) {
+        for (uint32_t bits = plan.mask[base + static_cast<size_t>((u - r0) * words + w)]; bits != 0; bits &= bits - 1) {
+          out[k++] = static_cast<int32_t>(rank[w * kGsaTileMaskBits + __builtin_ctz(bits)]);
+        }
+      }
     }
     plan.mask_ptr.push_back(static_cast<int64_t>(plan.mask.size()));
+    plan.edge_ptr.push_back(static_cast<int64_t>(plan.edge.size()));
     plan.dense_edges += edges;
   }
   return plan;
@@ -136,6 +151,8 @@ GsaPackedTiles gsa_pack_tiles(const GsaTilePlan& plan, const std::vector<int64_t
   t.at_rest = append(t.data, rest);
   t.at_union_col = append(t.data, plan.union_col);
   t.at_mask = append(t.data, plan.mask);
+  t.at_edge_ptr = append(t.data, plan.edge_ptr);
+  t.at_edge = append(t.data, plan.edge);
   t.n_dense = plan.n_dense();
   t.dense_edges = plan.dense_edges;
   t.n_rest_rows = static_cast<int64_t>(plan.fallback_rows.size());
@@ -149,6 +166,8 @@ GsaTileView gsa_tile_view(const int64_t* data, const GsaPackedTiles& layout) {
   v.union_col = reinterpret_cast<const int32_t*>(data + layout.at_union_col);
   v.mask_ptr = data + layout.at_mask_ptr;
   v.mask = reinterpret_cast<const uint32_t*>(data + layout.at_mask);
+  v.edge_ptr = data + layout.at_edge_ptr;
+  v.edge = reinterpret_cast<const int32_t*>(data + layout.at_edge);
   v.n_dense = layout.n_dense;
   v.dense_edges = layout.dense_edges;
   v.rest = gsa_schedule_view_sized(data + layout.at_rest, layout.rest);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/gsa_math.h"
 #include "kernels/gsa_params.h"
 
 namespace sb {
@@ -38,6 +39,11 @@ struct GsaTilePlan {
   std::vector<int32_t> union_col;
   std::vector<int64_t> mask_ptr{0};
   std::vector<uint32_t> mask;
+  // Dense tiles only: each tile's edges (indices into the planned CSR) in its masks' order, row by row and ascending
+  // union column, tile i's from edge_ptr[i]: what relation embeddings need (gsa_tile_edge). Rows need not list their
+  // sources in order.
+  std::vector<int64_t> edge_ptr{0};
+  std::vector<int32_t> edge;
   // Rows of the tiles that are not dense, ascending: the per-edge kernels' share.
   std::vector<int64_t> fallback_rows;
   int64_t dense_edges = 0;  // edges inside dense tiles
@@ -48,6 +54,23 @@ struct GsaTilePlan {
     return ((mask[mask_ptr[i] + r * words(i) + c / kGsaTileMaskBits] >> (c % kGsaTileMaskBits)) & 1u) != 0;
   }
 };
+
+// Set bits of `word` below bit j (j < 32): an element's rank among its row's edges in a chunk.
+SB_HD int gsa_bits_below(uint32_t word, int j) {
+  const uint32_t below = word & ((1u << j) - 1u);
+#if defined(__CUDA_ARCH__)
+  return __popc(below);
+#else
+  return __builtin_popcount(below);
+#endif
+}
+
+// The CSR edge of element (r, c) of dense tile i (its mask bit set): row_edges = edge + edge_ptr[i] + row_ptr[r0 + r]
+// - row_ptr[r0] (the row's edges in the tile's list, r0 its first row), seen = set bits of the row's mask words
+// before c's, word = c's. Host and device alike, so the CPU tests check what the kernels compute.
+SB_HD int32_t gsa_tile_edge(const int32_t* row_edges, int64_t seen, uint32_t word, int64_t c) {
+  return row_edges[seen + gsa_bits_below(word, static_cast<int>(c % kGsaTileMaskBits))];
+}
 
 // Plans the tiles of the CSR graph row_ptr [n + 1], col [E]. A tile whose rows repeat a source is never dense (a mask
 // holds each pair once). Depends on the graph and options alone.
@@ -73,6 +96,7 @@ GsaScheduleView gsa_schedule_view_sized(const int64_t* data, const GsaScheduleSi
 struct GsaPackedTiles {
   std::vector<int64_t> data;
   int64_t at_tile = 0, at_union_ptr = 0, at_union_col = 0, at_mask_ptr = 0, at_mask = 0, at_rest = 0;
+  int64_t at_edge_ptr = 0, at_edge = 0;
   int64_t n_dense = 0, dense_edges = 0, n_rest_rows = 0;
   GsaScheduleSizes rest;
 };

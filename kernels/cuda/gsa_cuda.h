@@ -26,7 +26,13 @@ enum class GsaCudaKernels { lane_groups, warp };
 // dtype f32, f64, f16 or bf16 (accumulation in fp32; fp64 in fp64). lse is fp32 (fp64 for fp64).
 // Throws sb::Error on a launch failure or an unsupported D.
 void gsa_forward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels = GsaCudaKernels::lane_groups);
-void gsa_backward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels = GsaCudaKernels::lane_groups);
+// d_rel = false leaves out the last pass, d(rel_emb) from every edge's dS in the workspace, so that a caller can write
+// the dS of edges outside p's schedules there (gsa_cuda_edge_ds) and then run it (gsa_backward_cuda_rel).
+void gsa_backward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels = GsaCudaKernels::lane_groups,
+                       bool d_rel = true);
+void gsa_backward_cuda_rel(const GsaParams& p, void* stream);
+// Every edge's dS [B, E, H] in the accumulation type, inside p.workspace (nullptr without rel_emb).
+void* gsa_cuda_edge_ds(const GsaParams& p);
 
 // Number of visible CUDA devices (0 when there is no driver or device).
 int gsa_cuda_device_count();

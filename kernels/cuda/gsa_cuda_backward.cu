@@ -316,12 +316,28 @@ BackwardLayout backward_layout(const GsaParams& p) {
   return l;
 }
 
-template <int P, typename T>
-void backward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels kernels) {
+bool has_rel(const GsaParams& p) { return p.rel_emb != nullptr && p.R > 0; }
+
+// d_rel_emb from edge_ds (every edge's dS written): slices, then their sum per relation.
+template <typename T>
+void drel_launch(const GsaParams& p, cudaStream_t stream) {
   using A = typename GsaAcc<T>::type;
   const BackwardLayout l = backward_layout(p);
   A* ws = static_cast<A*>(p.workspace);
-  const bool rel = p.rel_emb != nullptr && p.R > 0;
+  const int64_t slices = drel_slices(p);
+  const dim3 grid(static_cast<unsigned>(p.R), static_cast<unsigned>(slices));
+  drel_slice_kernel<T><<<grid, 64, 0, stream>>>(p, ws + l.edge_ds, ws + l.drel, slices);
+  check_launch("graph_attention backward (d_rel_emb slices)");
+  drel_reduce_kernel<T><<<static_cast<unsigned>(p.R), 64, 0, stream>>>(p, ws + l.drel, slices);
+  check_launch("graph_attention backward (d_rel_emb)");
+}
+
+template <int P, typename T>
+void backward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels kernels, bool d_rel) {
+  using A = typename GsaAcc<T>::type;
+  const BackwardLayout l = backward_layout(p);
+  A* ws = static_cast<A*>(p.workspace);
+  const bool rel = has_rel(p);
   A* edge_ds = rel ? ws + l.edge_ds : nullptr;
   delta_kernel<P, T><<<blocks_for_warps(p.B * p.N * p.H), kThreads, 0, stream>>>(p);
   check_launch("graph_attention backward (delta)");
@@ -350,14 +366,7 @@ void backward_launch(const GsaParams& p, cudaStream_t stream, GsaCudaKernels ker
     dkv_merge_kernel<P, T><<<merge_blocks(p, p.graph.srcs), kThreads, 0, stream>>>(p, ws + l.dkv_pieces);
     check_launch("graph_attention backward (dk, dv merge)");
   }
-  if (rel) {
-    const int64_t slices = drel_slices(p);
-    const dim3 grid(static_cast<unsigned>(p.R), static_cast<unsigned>(slices));
-    drel_slice_kernel<T><<<grid, 64, 0, stream>>>(p, edge_ds, ws + l.drel, slices);
-    check_launch("graph_attention backward (d_rel_emb slices)");
-    drel_reduce_kernel<T><<<static_cast<unsigned>(p.R), 64, 0, stream>>>(p, ws + l.drel, slices);
-    check_launch("graph_attention backward (d_rel_emb)");
-  }
+  if (rel && d_rel) drel_launch<T>(p, stream);
 }
 
 }  // namespace
@@ -369,16 +378,37 @@ int64_t gsa_cuda_workspace_bytes(const GsaParams& p) {
   return gsa_cuda::backward_layout(p).total * gsa_cuda::acc_bytes(p);
 }
 
-void gsa_backward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels) {
-  if (p.B * p.N * p.H == 0) return;
+namespace {
+
+void check_workspace(const GsaParams& p) {
   if (p.workspace_bytes < gsa_cuda_workspace_bytes(p) || (p.rel_emb != nullptr && p.graph.rel_ptr == nullptr)) {
     throw Error("graph_attention backward on CUDA: needs a workspace of gsa_cuda_workspace_bytes (and the "
                 "relation grouping with rel_emb)");
   }
+}
+
+}  // namespace
+
+void gsa_backward_cuda(const GsaParams& p, void* stream, GsaCudaKernels kernels, bool d_rel) {
+  if (p.B * p.N * p.H == 0) return;
+  check_workspace(p);
   gsa_cuda::dispatch(p, [&](auto per_lane, auto type) {
     gsa_cuda::backward_launch<decltype(per_lane)::value, typename decltype(type)::type>(
-        p, static_cast<cudaStream_t>(stream), kernels);
+        p, static_cast<cudaStream_t>(stream), kernels, d_rel);
   });
+}
+
+void gsa_backward_cuda_rel(const GsaParams& p, void* stream) {
+  if (p.B * p.N * p.H == 0 || !gsa_cuda::has_rel(p)) return;
+  check_workspace(p);
+  gsa_cuda::dispatch(p, [&](auto, auto type) {
+    gsa_cuda::drel_launch<typename decltype(type)::type>(p, static_cast<cudaStream_t>(stream));
+  });
+}
+
+void* gsa_cuda_edge_ds(const GsaParams& p) {
+  if (!gsa_cuda::has_rel(p)) return nullptr;
+  return static_cast<char*>(p.workspace) + gsa_cuda::backward_layout(p).edge_ds * gsa_cuda::acc_bytes(p);
 }
 
 }  // namespace sb

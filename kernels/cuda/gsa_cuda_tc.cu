@@ -2,7 +2,10 @@
 // and dv by tiles of sources in the transpose). Forward: per (tile, batch, head) one block of 4 warps
 // gathers the tile's union of key and value rows in chunks of 32 columns into shared memory, takes S = Q K^T and
 // O += P V with wmma (16x16x16, fp32 accumulation), masks S by the tile's bitmask and runs the online softmax per row
-// in fp32. Rows outside dense tiles run through the per-edge kernels (gsa_forward_cuda) on their own schedule.
+// in fp32. Relation embeddings (the kernels' Rel variants): each masked element finds its edge in the tile's edge list
+// (gsa_tile_edge) and adds q . r of the edge's relation to its score on CUDA cores; dq adds sum dS r per row and
+// writes each edge's dS where the lane groups' d_rel_emb reduction reads it. Rows outside dense tiles run through the
+// per-edge kernels (gsa_forward_cuda) on their own schedule.
 #include "kernels/cuda/gsa_cuda_tc.h"
 
 #include <cuda_bf16.h>
@@ -11,6 +14,7 @@
 #include <mma.h>
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.h"
@@ -87,6 +91,35 @@ __device__ __forceinline__ TcTile tc_tile(const GsaParams& p, const GsaTileView&
   t.words = (t.n_union + kChunk - 1) / kChunk;
   t.mask = tiles.mask + tiles.mask_ptr[i];
   return t;
+}
+
+// Row `row`'s edges in the tile's edge list (gsa_tile_edge's row_edges); row_ptr: the CSR the tiles were planned on.
+// Rows past the graph's end have no mask bits: they get the tile's first row.
+__device__ __forceinline__ const int32_t* tc_row_edges(const GsaTileView& tiles, const int64_t* row_ptr,
+                                                       const TcTile& tile, int row) {
+  const int64_t r = row < tile.rows ? row : 0;
+  return tiles.edge + tiles.edge_ptr[blockIdx.x] + (row_ptr[tile.r0 + r] - row_ptr[tile.r0]);
+}
+
+// Relation `rel`'s row of rel_emb (16-byte aligned: the launchers check rel_emb and rel_stride).
+template <typename T>
+__device__ __forceinline__ const T* rel_row(const GsaParams& p, int64_t rel) {
+  return static_cast<const T*>(p.rel_emb) + rel * p.rel_stride;
+}
+
+// q . r over D in fp32 on CUDA cores: q a row in shared memory, r a relation row, both 16-byte aligned.
+template <typename T, int D>
+__device__ __forceinline__ float rel_dot(const T* q, const T* r) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int c = 0; c < D; c += kVec) {
+    float a[kVec], x[kVec];
+    gsa_cuda::load_vec<T>(a, q + c);
+    gsa_cuda::load_vec<T>(x, r + c);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc += a[i] * x[i];
+  }
+  return acc;
 }
 
 // Copies `count` rows of x and y ([B, N, H, D], batch b, head h) to xs and ys in shared memory (row j at j * Ld), 16
@@ -166,8 +199,8 @@ __device__ __forceinline__ void mma_ab_acc(float* c, const T* a, const T* bm) {
 }
 
 // grid (dense tiles, B * H); q, k, v, o: [B, N, H, D] with 16-byte aligned rows; lse: [B, N, H] fp32; the tiles in
-// p.graph.tiles.
-template <typename T, int D>
+// p.graph.tiles. Rel: rel_emb [R, D] set, each edge's score gets q . r of its relation.
+template <typename T, int D, bool Rel>
 __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p) {
   __shared__ TcShared<T, D> sm;
   using Sh = TcShared<T, D>;
@@ -189,6 +222,8 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p) {
 
   const int row = tid / kThreadsPerRow, sub = tid % kThreadsPerRow;
   const float scale = static_cast<float>(p.scale);
+  const int32_t* row_edges = Rel ? tc_row_edges(tiles, p.graph.row_ptr, tile, row) : nullptr;
+  int64_t seen = 0;  // Rel: set bits of the row's earlier chunks
   GsaSoftmaxState<float> st = gsa_softmax_init<float>();
   for (int64_t c0 = 0; c0 < tile.n_union; c0 += kChunk) {
     // The chunk's key and value rows.
@@ -207,9 +242,19 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p) {
 #pragma unroll
       for (int t = 0; t < kChunk / kThreadsPerRow; ++t) {
         const int j = sub + kThreadsPerRow * t;
-        s[t] = (bits >> j) & 1u ? sm.s[row * Sh::kLdS + j] * scale : gsa_neg_inf<float>();
+        if constexpr (Rel) {
+          s[t] = gsa_neg_inf<float>();
+          if ((bits >> j) & 1u) {
+            const int64_t e = gsa_tile_edge(row_edges, seen, bits, j);
+            const float qr = rel_dot<T, D>(sm.q + row * Sh::kLdT, rel_row<T>(p, p.graph.rel[e]));
+            s[t] = (sm.s[row * Sh::kLdS + j] + qr) * scale;
+          }
+        } else {
+          s[t] = (bits >> j) & 1u ? sm.s[row * Sh::kLdS + j] * scale : gsa_neg_inf<float>();
+        }
         mx = fmaxf(mx, s[t]);
       }
+      if constexpr (Rel) seen += __popc(bits);
       mx = row_max(mx);
       const float alpha = gsa_rescale(st.m, mx);
       float sum = 0.0f;
@@ -249,14 +294,21 @@ struct TcDqShared : TcLd<D> {
   alignas(32) T ds[kRows * L::kLdP];
   alignas(32) float acc[kRows * L::kLdO];
 };
+// With relation embeddings also each chunk element's relation (-1: no edge); dS in fp32 goes to dp, in place.
+template <typename T, int D>
+struct TcDqRelShared : TcDqShared<T, D> {
+  int32_t rel[kRows * kChunk];
+};
 
 // dq of the rows of dense tiles: dq_u = scale * sum_v dS_uv k_v with dS = P (dO_u . v_v - delta_u), P = exp(s - lse_u),
 // S and dP on wmma per 32-column chunk (warps 0-1: S = Q K^T, warps 2-3: dP = dO V^T), dq += dS K on wmma. grid (dense
-// tiles, B * H); reads lse and delta [B, N, H] fp32 (the forward's and the lane-group backward's).
-template <typename T, int D>
-__global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(GsaParams p) {
-  __shared__ TcDqShared<T, D> sm;
-  using Sh = TcDqShared<T, D>;
+// tiles, B * H); reads lse and delta [B, N, H] fp32 (the forward's and the lane-group backward's). Rel: scores with q . r,
+// dq_u += scale * sum dS r on CUDA cores (each thread D / 8 values of its row, dS in fp32, columns in order), and each
+// edge's dS (fp32) to edge_ds [B, E, H] for the d_rel_emb reduction.
+template <typename T, int D, bool Rel>
+__global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(GsaParams p, float* edge_ds) {
+  using Sh = std::conditional_t<Rel, TcDqRelShared<T, D>, TcDqShared<T, D>>;
+  __shared__ Sh sm;
   const GsaTileView& tiles = p.graph.tiles;
   const TcTile tile = tc_tile(p, tiles);
   const int64_t b = blockIdx.y / p.H, h = blockIdx.y % p.H;
@@ -270,6 +322,12 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(GsaParams p) {
   const float lse = row < tile.rows ? static_cast<const float*>(p.lse)[stat] : 0.0f;
   const float delta = row < tile.rows ? static_cast<const float*>(p.delta)[stat] : 0.0f;
   const float scale = static_cast<float>(p.scale);
+  constexpr int kSlice = D / kThreadsPerRow;  // Rel: this thread's dq values d in [sub kSlice, (sub + 1) kSlice)
+  const int32_t* row_edges = Rel ? tc_row_edges(tiles, p.graph.row_ptr, tile, row) : nullptr;
+  int64_t seen = 0;
+  float dq_rel[kSlice];
+#pragma unroll
+  for (int i = 0; i < kSlice; ++i) dq_rel[i] = 0.0f;
   for (int64_t c0 = 0; c0 < tile.n_union; c0 += kChunk) {
     gather_pair<T, D, Sh::kLdT>(
         sm.k, static_cast<const T*>(p.k), p.k_strides, sm.v, static_cast<const T*>(p.v), p.v_strides, b, h, kChunk,
@@ -278,15 +336,54 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(GsaParams p) {
     // S = Q K^T, dP = dO V^T
     mma_abt_pair<T, D, Sh::kLdT, Sh::kLdS>(sm.s, sm.q, sm.k, sm.dp, sm.d_o, sm.v);
     __syncthreads();
-    for_row_columns(tile, row, c0, sub, [&](int j, bool edge) {
-      float ds = 0.0f;
-      if (edge) ds = gsa_dscore(gsa_prob(sm.s[row * Sh::kLdS + j] * scale, lse), sm.dp[row * Sh::kLdS + j], delta);
-      sm.ds[row * Sh::kLdP + j] = to_elem<T>(ds);
-    });
+    if constexpr (Rel) {
+      const uint32_t bits = tile.mask[row * tile.words + c0 / kChunk];
+      for_row_columns(tile, row, c0, sub, [&](int j, bool edge) {
+        float ds = 0.0f;
+        int32_t rel = -1;
+        if (edge) {
+          const int64_t e = gsa_tile_edge(row_edges, seen, bits, j);
+          rel = p.graph.rel[e];
+          const float qr = rel_dot<T, D>(sm.q + row * Sh::kLdT, rel_row<T>(p, rel));
+          ds = gsa_dscore(gsa_prob((sm.s[row * Sh::kLdS + j] + qr) * scale, lse), sm.dp[row * Sh::kLdS + j], delta);
+          edge_ds[(b * p.graph.n_edges + e) * p.H + h] = ds;
+        }
+        sm.ds[row * Sh::kLdP + j] = to_elem<T>(ds);
+        sm.dp[row * Sh::kLdS + j] = ds;  // this thread's own entry, read above
+        sm.rel[row * kChunk + j] = rel;
+      });
+      seen += __popc(bits);
+    } else {
+      for_row_columns(tile, row, c0, sub, [&](int j, bool edge) {
+        float ds = 0.0f;
+        if (edge) ds = gsa_dscore(gsa_prob(sm.s[row * Sh::kLdS + j] * scale, lse), sm.dp[row * Sh::kLdS + j], delta);
+        sm.ds[row * Sh::kLdP + j] = to_elem<T>(ds);
+      });
+    }
     __syncthreads();
     for (int n = warp; n < D / 16; n += kTcThreads / 32) {
       mma_ab_acc<T, Sh::kLdP, Sh::kLdT, Sh::kLdO>(sm.acc + n * 16, sm.ds, sm.k + n * 16);
     }
+    if constexpr (Rel) {  // reads dS and relations only, so alongside the MMA
+      using Pair = typename gsa_cuda::HalfPair<T>::type;
+      for (int j = 0; j < kChunk; ++j) {
+        const int32_t rel = sm.rel[row * kChunk + j];
+        if (rel < 0) continue;
+        const float ds = sm.dp[row * Sh::kLdS + j];
+        const Pair* r = reinterpret_cast<const Pair*>(rel_row<T>(p, rel) + sub * kSlice);
+#pragma unroll
+        for (int i = 0; i < kSlice / 2; ++i) {
+          const float2 x = gsa_cuda::HalfPair<T>::unpack(r[i]);
+          dq_rel[2 * i] += ds * x.x;
+          dq_rel[2 * i + 1] += ds * x.y;
+        }
+      }
+    }
+    __syncthreads();
+  }
+  if constexpr (Rel) {
+#pragma unroll
+    for (int i = 0; i < kSlice; ++i) sm.acc[row * Sh::kLdO + sub * kSlice + i] += dq_rel[i];
     __syncthreads();
   }
   if (row < tile.rows) {
@@ -312,8 +409,8 @@ struct TcDkvShared : TcLd<D> {
 // dk and dv of the sources in dense tiles of the transpose (p.graph.src_tiles: 16 consecutive sources, the union of
 // their destinations): per 32-destination chunk S^T = K Q^T (warps 0-1) and dP^T = V dO^T (warps 2-3) on wmma,
 // P^T = exp(S^T - lse), dS^T = P^T (dP^T - delta) masked, then dv += P^T dO and dk += dS^T Q on wmma; dk scaled at the
-// end. grid (dense source tiles, B * H).
-template <typename T, int D>
+// end. grid (dense source tiles, B * H). Rel: S^T with q . r of each edge's relation (dk takes no relation term).
+template <typename T, int D, bool Rel>
 __global__ void __launch_bounds__(kTcThreads) tc_dkv_kernel(GsaParams p) {
   extern __shared__ __align__(32) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<TcDkvShared<T, D>*>(smem_raw);
@@ -333,6 +430,8 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkv_kernel(GsaParams p) {
   }
   const int row = tid / kThreadsPerRow, sub = tid % kThreadsPerRow;
   const float scale = static_cast<float>(p.scale);
+  const int32_t* row_edges = Rel ? tc_row_edges(tiles, p.graph.t_row_ptr, tile, row) : nullptr;  // transposed CSR
+  int64_t seen = 0;
   for (int64_t c0 = 0; c0 < tile.n_union; c0 += kChunk) {
     gather_pair<T, D, Sh::kLdT>(
         sm.q, static_cast<const T*>(p.q), p.q_strides, sm.d_o, static_cast<const T*>(p.d_o), p.d_o_strides, b, h,
@@ -347,15 +446,23 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkv_kernel(GsaParams p) {
     // S^T = K Q^T, dP^T = V dO^T
     mma_abt_pair<T, D, Sh::kLdT, Sh::kLdS>(sm.st, sm.k, sm.q, sm.dpt, sm.v, sm.d_o);
     __syncthreads();
+    const uint32_t bits = Rel ? tile.mask[row * tile.words + c0 / kChunk] : 0u;
     for_row_columns(tile, row, c0, sub, [&](int j, bool edge) {
       float pr = 0.0f, ds = 0.0f;
       if (edge) {
-        pr = gsa_prob(sm.st[row * Sh::kLdS + j] * scale, sm.lse[j]);
+        if constexpr (Rel) {  // column j is the destination: its q row is the chunk's row j
+          const int64_t e = p.graph.t_edge[gsa_tile_edge(row_edges, seen, bits, j)];
+          const float qr = rel_dot<T, D>(sm.q + j * Sh::kLdT, rel_row<T>(p, p.graph.rel[e]));
+          pr = gsa_prob((sm.st[row * Sh::kLdS + j] + qr) * scale, sm.lse[j]);
+        } else {
+          pr = gsa_prob(sm.st[row * Sh::kLdS + j] * scale, sm.lse[j]);
+        }
         ds = gsa_dscore(pr, sm.dpt[row * Sh::kLdS + j], sm.delta[j]);
       }
       sm.pt[row * Sh::kLdP + j] = to_elem<T>(pr);
       sm.dst[row * Sh::kLdP + j] = to_elem<T>(ds);
     });
+    if constexpr (Rel) seen += __popc(bits);
     __syncthreads();
     for (int t = warp; t < 2 * (D / 16); t += kTcThreads / 32) {
       const bool is_dv = t < D / 16;
@@ -387,16 +494,29 @@ bool aligned_rows(const void* ptr, const GsaStrides& s) {
          s.head % kVec == 0;
 }
 
-// Calls launch(gsa_cuda::TypeTag<T>, std::integral_constant<int, D>) with T p's half type and D its head dimension
-// (16, 32, 64, else 128: gsa_cuda_tc_unsupported keeps other values out).
+// Relation rows the kernels load 16 bytes at a time (or none).
+bool aligned_relations(const GsaParams& p) {
+  return p.rel_emb == nullptr || (reinterpret_cast<uintptr_t>(p.rel_emb) % 16 == 0 && p.rel_stride % kVec == 0);
+}
+
+// Calls launch(gsa_cuda::TypeTag<T>, std::integral_constant<int, D>, std::bool_constant<Rel>) with T p's half type,
+// D its head dimension (16, 32, 64, else 128: gsa_cuda_tc_unsupported keeps other values out) and Rel whether it has
+// relation embeddings (as the lane groups' backward decides, so the dq tiles find its dS workspace).
 template <class F>
 void by_type_and_dim(const GsaParams& p, F&& launch) {
+  auto by_rel = [&](auto type, auto dim) {
+    if (p.rel_emb != nullptr && p.R > 0) {
+      launch(type, dim, std::true_type{});
+    } else {
+      launch(type, dim, std::false_type{});
+    }
+  };
   auto by_dim = [&](auto type) {
     switch (p.D) {
-      case 16: launch(type, std::integral_constant<int, 16>{}); break;
-      case 32: launch(type, std::integral_constant<int, 32>{}); break;
-      case 64: launch(type, std::integral_constant<int, 64>{}); break;
-      default: launch(type, std::integral_constant<int, 128>{}); break;
+      case 16: by_rel(type, std::integral_constant<int, 16>{}); break;
+      case 32: by_rel(type, std::integral_constant<int, 32>{}); break;
+      case 64: by_rel(type, std::integral_constant<int, 64>{}); break;
+      default: by_rel(type, std::integral_constant<int, 128>{}); break;
     }
   };
   if (p.dtype == GsaDtype::bf16) {
@@ -412,43 +532,48 @@ dim3 tile_grid(const GsaParams& p, const GsaTileView& tiles) {
 }
 
 void launch_tiles(const GsaParams& p, cudaStream_t stream) {
-  by_type_and_dim(p, [&](auto type, auto dim) {
-    tc_forward_kernel<typename decltype(type)::type, decltype(dim)::value>
+  by_type_and_dim(p, [&](auto type, auto dim, auto rel) {
+    tc_forward_kernel<typename decltype(type)::type, decltype(dim)::value, decltype(rel)::value>
         <<<tile_grid(p, p.graph.tiles), kTcThreads, 0, stream>>>(p);
   });
   cuda_check(cudaGetLastError(), "launch");
 }
 
 void launch_dq_tiles(const GsaParams& p, cudaStream_t stream) {
-  by_type_and_dim(p, [&](auto type, auto dim) {
-    tc_dq_kernel<typename decltype(type)::type, decltype(dim)::value>
-        <<<tile_grid(p, p.graph.tiles), kTcThreads, 0, stream>>>(p);
+  float* edge_ds = static_cast<float*>(gsa_cuda_edge_ds(p));  // nullptr without relations
+  by_type_and_dim(p, [&](auto type, auto dim, auto rel) {
+    tc_dq_kernel<typename decltype(type)::type, decltype(dim)::value, decltype(rel)::value>
+        <<<tile_grid(p, p.graph.tiles), kTcThreads, 0, stream>>>(p, edge_ds);
   });
   cuda_check(cudaGetLastError(), "launch (dq)");
 }
 
 void launch_dkv_tiles(const GsaParams& p, cudaStream_t stream) {
-  by_type_and_dim(p, [&](auto type, auto dim) {
+  by_type_and_dim(p, [&](auto type, auto dim, auto rel) {
     using T = typename decltype(type)::type;
     constexpr int D = decltype(dim)::value;
+    constexpr bool Rel = decltype(rel)::value;
     constexpr size_t bytes = sizeof(TcDkvShared<T, D>);
-    cuda_check(cudaFuncSetAttribute(tc_dkv_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cuda_check(cudaFuncSetAttribute(tc_dkv_kernel<T, D, Rel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(bytes)),
                "shared memory of the dk/dv kernel");
-    tc_dkv_kernel<T, D><<<tile_grid(p, p.graph.src_tiles), kTcThreads, bytes, stream>>>(p);
+    tc_dkv_kernel<T, D, Rel><<<tile_grid(p, p.graph.src_tiles), kTcThreads, bytes, stream>>>(p);
   });
   cuda_check(cudaGetLastError(), "launch (dk, dv)");
 }
 
 // Backward: the lane groups' delta and the dq, dk, dv of rows and sources outside dense tiles (their schedules
-// restricted to them), then the dense tiles' dq and dk, dv on tensor cores (after delta, on the same stream).
+// restricted to them), then the dense tiles' dq and dk, dv on tensor cores (after delta, on the same stream); with
+// relation embeddings d_rel_emb last, once the lane groups and the dq tiles have written every edge's dS.
 void run_backward_tiles(const GsaParams& p, cudaStream_t stream) {
   GsaParams rest = p;
   rest.graph.rows = p.graph.tiles.rest;
   rest.graph.srcs = p.graph.src_tiles.rest;
-  gsa_backward_cuda(rest, stream, GsaCudaKernels::lane_groups);
+  const bool rel = p.rel_emb != nullptr && p.R > 0;
+  gsa_backward_cuda(rest, stream, GsaCudaKernels::lane_groups, !rel);
   if (p.graph.tiles.n_dense > 0) launch_dq_tiles(p, stream);
   if (p.graph.src_tiles.n_dense > 0) launch_dkv_tiles(p, stream);
+  if (rel) gsa_backward_cuda_rel(p, stream);
 }
 
 // Dense tiles on tensor cores, the other rows on the lane groups; p.graph.tiles on the device.
@@ -510,13 +635,15 @@ class CallTiles {
 
 }  // namespace
 
-std::string gsa_cuda_tc_unsupported(const GsaParams& p) {
+std::string gsa_cuda_tc_unsupported(const GsaParams& p, bool relations) {
   if (p.dtype != GsaDtype::f16 && p.dtype != GsaDtype::bf16) {
     // gsa_dtype_name's words (sb_kernels links this library, not the other way round)
     const char* name = p.dtype == GsaDtype::f64 ? "float64" : "float32";
     return std::string("dtype ") + name + " (the tensor-core forward takes float16 and bfloat16)";
   }
-  if (p.rel_emb != nullptr || p.R > 0) return "relation embeddings (the tensor-core forward takes none)";
+  if ((p.rel_emb != nullptr || p.R > 0) && !relations) {
+    return "relation embeddings (the tensor-core forward takes none)";
+  }
   if (p.D != 16 && p.D != 32 && p.D != 64 && p.D != 128) {
     return "head dimension D = " + std::to_string(p.D) + " (the tensor-core forward takes 16, 32, 64 and 128)";
   }
@@ -524,12 +651,12 @@ std::string gsa_cuda_tc_unsupported(const GsaParams& p) {
   return "";
 }
 
-GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream_ptr) {
+GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream_ptr, bool relations) {
   GsaTcStats stats;
   stats.edges = p.graph.n_edges;
   const bool aligned = aligned_rows(p.q, p.q_strides) && aligned_rows(p.k, p.k_strides) &&
-                       aligned_rows(p.v, p.v_strides);
-  if (!gsa_cuda_tc_unsupported(p).empty() || !aligned || p.B * p.N * p.H == 0) {
+                       aligned_rows(p.v, p.v_strides) && aligned_relations(p);
+  if (!gsa_cuda_tc_unsupported(p, relations).empty() || !aligned || p.B * p.N * p.H == 0) {
     gsa_forward_cuda(p, stream_ptr, GsaCudaKernels::lane_groups);
     return stats;
   }
@@ -551,12 +678,12 @@ GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream_ptr) {
   return stats;
 }
 
-GsaTcStats gsa_backward_cuda_tc(const GsaParams& p, void* stream_ptr) {
+GsaTcStats gsa_backward_cuda_tc(const GsaParams& p, void* stream_ptr, bool relations) {
   GsaTcStats stats;
   stats.edges = p.graph.n_edges;
   const bool aligned = aligned_rows(p.q, p.q_strides) && aligned_rows(p.k, p.k_strides) &&
-                       aligned_rows(p.v, p.v_strides) && aligned_rows(p.d_o, p.d_o_strides);
-  if (!gsa_cuda_tc_unsupported(p).empty() || !aligned || p.B * p.N * p.H == 0) {
+                       aligned_rows(p.v, p.v_strides) && aligned_rows(p.d_o, p.d_o_strides) && aligned_relations(p);
+  if (!gsa_cuda_tc_unsupported(p, relations).empty() || !aligned || p.B * p.N * p.H == 0) {
     gsa_backward_cuda(p, stream_ptr, GsaCudaKernels::lane_groups);
     return stats;
   }

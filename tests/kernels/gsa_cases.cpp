@@ -368,6 +368,17 @@ GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProbl
   return out;
 }
 
+std::vector<double> rounded_to(const std::vector<double>& x, GsaDtype dtype) { return decode(encode(x, dtype), dtype); }
+
+RefProblem rounded_problem(const RefProblem& prob, GsaDtype dtype) {
+  RefProblem r = prob;
+  r.q = rounded_to(prob.q, dtype);
+  r.k = rounded_to(prob.k, dtype);
+  r.v = rounded_to(prob.v, dtype);
+  r.rel_emb = rounded_to(prob.rel_emb, dtype);
+  return r;
+}
+
 std::string compare_run(const RefResult& ref, const GsaRunOutputs& run, const GsaDtypeRows& rows) {
   const Tolerance tol = rows.tol;
   if (rows.outputs_only) {

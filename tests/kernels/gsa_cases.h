@@ -117,6 +117,11 @@ GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProbl
                              const std::vector<double>& d_o, GsaDtype dtype, GsaTestMemory& mem,
                              bool prepared_plans = true);
 
+// x rounded to dtype's precision (as run_on_backend hands it to a backend), and a problem with every input so rounded:
+// the reference on it leaves only a kernel's own rounding to compare, gradients of half types included.
+std::vector<double> rounded_to(const std::vector<double>& x, GsaDtype dtype);
+RefProblem rounded_problem(const RefProblem& prob, GsaDtype dtype);
+
 // Compares a run with the reference at the rows' tolerance (lse too, -inf rows apart); "" or the first failure.
 std::string compare_run(const RefResult& ref, const GsaRunOutputs& run, const GsaDtypeRows& rows);
 

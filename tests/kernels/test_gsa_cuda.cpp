@@ -1,13 +1,17 @@
 // CUDA kernel tests without LibTorch: the parity table on every registered CUDA backend, and on the tensor-core
 // forward forced on ("cuda:tc", strict: its table rows outside bf16/fp16 without relations are "not supported"),
-// against the double reference (fp32, fp64; fp16/bf16 outputs at half-precision tolerance) through device memory,
-// plus determinism. Skips with a reason when there is no CUDA device. Run: ctest -R test_gsa_cuda
+// against the double reference (fp32, fp64; fp16/bf16 outputs at half-precision tolerance) through device memory;
+// relation embeddings on the tensor-core tiles (forced on, whatever SB_CUDA_TC_RELATIONS says) with every output and
+// gradient against the reference on the rounded inputs; plus determinism. Skips with a reason when there is no CUDA
+// device. Run: ctest -R test_gsa_cuda
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -87,6 +91,72 @@ TEST_P(GsaCudaTcTable, TensorCoreForwardMatchesDoubleReference) {
 INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCudaTcTable, ::testing::ValuesIn(pattern_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
+// Half-precision rows whose gradients are compared too: against the reference on the rounded inputs (rounded_problem),
+// so only the kernels' own rounding (P and dS to the input type for the MMAs, outputs) counts; the tolerances the
+// tensor-core tests take for half types (outputs as the table, gradients as ManyTiles against the lane groups).
+const std::vector<GsaDtypeRows>& half_rows_with_gradients() {
+  static const std::vector<GsaDtypeRows> rows = {{GsaDtype::bf16, {5e-2, 3e-2}, false},
+                                                 {GsaDtype::f16, {1e-2, 1e-2}, false}};
+  return rows;
+}
+
+// max |a - b| <= tol * max(max |b|, 1e-3), or what differs.
+std::string near(const std::vector<double>& a, const std::vector<double>& b, double tol) {
+  const double err = max_abs_diff(a, b), bound = tol * std::max(max_abs(b), 1e-3);
+  return err <= bound ? std::string() : "max error " + std::to_string(err) + " > " + std::to_string(bound);
+}
+
+// Relation embeddings on the tensor-core tiles, forced on: every table row with relations (causal and not, every n, D,
+// H, B), bf16 and fp16, o, lse, dq, dk, dv and d_rel_emb against the reference on the rounded inputs. Rows the tiles do
+// not take (D = 59) are counted as not supported; prints how many rows ran and how many put edges on tensor cores.
+class GsaCudaTcRelationTable : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GsaCudaTcRelationTable, TensorCoreTilesWithRelationsMatchDoubleReference) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const std::unique_ptr<GsaBackend> tc = make_gsa_cuda_tc_backend(true, true);
+  CudaMemory mem;
+  int ran = 0, on_tiles = 0;
+  std::map<std::string, int> unsupported;
+  for (const GsaCase& c : gsa_case_table(find_pattern(GetParam()))) {
+    if (!c.rel) continue;
+    const Graph& g = case_graph(c);
+    const RefProblem prob = make_problem(c, g);
+    ASSERT_GT(prob.R, 0) << c.id() << ": the pattern has relations";
+    const std::vector<double> d_o = make_d_o(c, g);
+    for (const GsaDtypeRows& rows : half_rows_with_gradients()) {
+      GsaParams shape;
+      shape.dtype = rows.dtype;
+      shape.B = prob.B;
+      shape.N = prob.N;
+      shape.H = prob.H;
+      shape.D = prob.D;
+      shape.R = prob.R;
+      const std::string why = tc->unsupported(shape);
+      if (!why.empty()) {
+        unsupported[why]++;
+        continue;
+      }
+      const RefResult ref =
+          reference_attention(rounded_problem(prob, rows.dtype), DenseMask(g), rounded_to(d_o, rows.dtype));
+      const GsaRunOutputs run = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem);
+      const GsaTcStats forward = gsa_cuda_tc_last_stats(), backward = gsa_cuda_tc_last_stats(true);
+      ++ran;
+      if (forward.dense_edges > 0) ++on_tiles;
+      EXPECT_TRUE(forward.tensor_cores && backward.tensor_cores) << c.id() << ": ran on the lane groups whole";
+      EXPECT_EQ(backward.dense_edges, forward.dense_edges) << c.id();
+      EXPECT_EQ(compare_run(ref, run, rows), "") << c.id() << " " << gsa_dtype_name(rows.dtype);
+    }
+  }
+  std::string skipped;
+  for (const auto& [why, n] : unsupported) skipped += "; " + std::to_string(n) + " x " + why;
+  std::printf("[ table    ] %s cuda:tc with relations: %d rows ran (%d with edges on tensor cores)%s\n",
+              GetParam().c_str(), ran, on_tiles, skipped.empty() ? "" : (", not supported" + skipped).c_str());
+  EXPECT_GT(ran, 0) << "no row with relations ran";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCudaTcRelationTable, ::testing::ValuesIn(pattern_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
 // Graphs of many tiles and unions of several 32-column chunks (window w=128: 143 columns per causal tile; bpt k=4:
 // token tiles dense, span-node tiles on the lane groups), every head dimension the tensor cores take, both half
 // types: outputs against the reference; lse, dq, dk and dv against the lane groups' (same rounded inputs; the table
@@ -100,10 +170,6 @@ TEST(GsaCudaTc, ManyTilesMatchReferenceAndLaneGroupsBitwiseRepeatably) {
   struct Graphs {
     std::string pattern;
     Params params;
-  };
-  auto near = [](const std::vector<double>& a, const std::vector<double>& b, double tol) {
-    const double err = max_abs_diff(a, b), bound = tol * std::max(max_abs(b), 1e-3);
-    return err <= bound ? std::string() : "max error " + std::to_string(err) + " > " + std::to_string(bound);
   };
   for (const Graphs& gr : {Graphs{"window", {{"w", 128}}}, Graphs{"bpt", {{"k", 4}}}}) {
     for (int64_t D : {16, 32, 64, 128}) {
@@ -158,6 +224,78 @@ TEST(GsaCudaTc, ManyTilesMatchReferenceAndLaneGroupsBitwiseRepeatably) {
   }
 }
 
+// Relation embeddings on the tiles of many-tile graphs (window w=128: every edge in a dense tile; bpt k=4: token tiles
+// dense, span nodes on the lane groups), every D the tensor cores take, both half types: outputs against the reference
+// (the forward's, as ManyTiles: the relation table compares gradients with the reference), everything against the lane
+// groups ("cuda", same rounded inputs); two runs and tiles planned per call bitwise equal; the statistics say the tiles
+// ran (so a silent fall-back to the lane groups fails), and the record's words say relations ran on them.
+TEST(GsaCudaTc, ManyTilesWithRelationsMatchReferenceAndLaneGroupsBitwiseRepeatably) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const std::unique_ptr<GsaBackend> tc = make_gsa_cuda_tc_backend(true, true);
+  const GsaBackend* groups = find_gsa_backend("cuda");
+  ASSERT_NE(groups, nullptr);
+  struct Graphs {
+    std::string pattern;
+    Params params;
+  };
+  for (const Graphs& gr : {Graphs{"window", {{"w", 128}}}, Graphs{"bpt", {{"k", 4}}}}) {
+    for (int64_t D : {16, 32, 64, 128}) {
+      const GsaCase c{gr.pattern, gr.params, 1025, true, D, 2, 2, true};
+      const Graph& g = case_graph(c);
+      const RefProblem prob = make_problem(c, g);
+      ASSERT_GT(prob.R, 0);
+      const std::vector<double> d_o = make_d_o(c, g);
+      const RefResult ref = reference_attention(prob, DenseMask(g), {});
+      for (const GsaDtypeRows& rows : half_rows_with_gradients()) {
+        SCOPED_TRACE(c.id() + " " + gsa_dtype_name(rows.dtype));
+        CudaMemory mem;
+        const GsaRunOutputs a = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem);
+        const GsaTcStats stats = gsa_cuda_tc_last_stats();
+        const GsaTcStats backward_stats = gsa_cuda_tc_last_stats(true);
+        const std::string words = tc->last_call();
+        const GsaRunOutputs b = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem);
+        const GsaRunOutputs per_call = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem, false);
+        const GsaTcStats per_call_stats = gsa_cuda_tc_last_stats();
+        const GsaRunOutputs lanes = run_on_backend(*groups, g, prob, d_o, rows.dtype, mem);
+        for (const GsaDtypeRows& table_rows : gsa_dtype_rows()) {  // the table's half-type rows: outputs only
+          if (table_rows.dtype == rows.dtype) EXPECT_EQ(compare_run(ref, a, table_rows), "");
+        }
+        {
+          SCOPED_TRACE("two runs");
+          expect_equal_runs(a, b);
+        }
+        {
+          SCOPED_TRACE("tiles planned per call");
+          expect_equal_runs(a, per_call);
+        }
+        EXPECT_EQ(per_call_stats.dense_edges, stats.dense_edges);
+        ASSERT_EQ(a.lse.size(), lanes.lse.size());
+        for (size_t i = 0; i < a.lse.size(); ++i) {
+          if (std::isinf(lanes.lse[i])) {
+            EXPECT_TRUE(std::isinf(a.lse[i])) << "lse " << i;
+          } else {
+            EXPECT_NEAR(a.lse[i], lanes.lse[i], 1e-3 * std::max(1.0, std::fabs(lanes.lse[i]))) << "lse " << i;
+          }
+        }
+        const double grad_tol = rows.tol.grad_tol;
+        EXPECT_EQ(near(a.o, lanes.o, rows.tol.out_tol), "") << "o";
+        EXPECT_EQ(near(a.dq, lanes.dq, grad_tol), "") << "dq";
+        EXPECT_EQ(near(a.dk, lanes.dk, grad_tol), "") << "dk";
+        EXPECT_EQ(near(a.dv, lanes.dv, grad_tol), "") << "dv";
+        EXPECT_EQ(near(a.d_rel, lanes.d_rel, grad_tol), "") << "d_rel_emb";
+        EXPECT_TRUE(stats.tensor_cores);
+        EXPECT_TRUE(backward_stats.tensor_cores);
+        EXPECT_EQ(backward_stats.dense_edges, stats.dense_edges);
+        EXPECT_EQ(stats.edges, g.n_edges());
+        EXPECT_GT(stats.dense_edges, 0);
+        if (gr.pattern == "window") EXPECT_EQ(stats.dense_edges, g.n_edges());
+        if (gr.pattern == "bpt") EXPECT_LT(stats.dense_edges, g.n_edges());
+        EXPECT_NE(words.find("relation embeddings on the tiles too"), std::string::npos) << words;
+      }
+    }
+  }
+}
+
 // Every CUDA backend, at a D the lane groups take (64) and one they leave to the warp kernels (59).
 TEST(GsaCuda, BitwiseIdenticalAcrossRuns) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
@@ -200,8 +338,8 @@ TEST(GsaCuda, RefusesLargeHeadDimensionWithTheReason) {
 
 // The strict tensor-core backend names why it leaves a call (no device needed: shapes and dtype only).
 TEST(GsaCudaTc, RefusesWhatTheTensorCoresDoNotTakeWithTheReason) {
-  const std::unique_ptr<GsaBackend> tc = make_gsa_cuda_tc_backend(true);
-  const std::unique_ptr<GsaBackend> lenient = make_gsa_cuda_tc_backend(false);
+  const std::unique_ptr<GsaBackend> tc = make_gsa_cuda_tc_backend(true, false);  // relations switched off
+  const std::unique_ptr<GsaBackend> lenient = make_gsa_cuda_tc_backend(false, false);
   GsaParams p;
   p.B = p.N = p.H = 1;
   p.D = 64;
@@ -215,6 +353,7 @@ TEST(GsaCudaTc, RefusesWhatTheTensorCoresDoNotTakeWithTheReason) {
   p.dtype = GsaDtype::f16;
   p.R = 3;
   EXPECT_EQ(tc->unsupported(p), "relation embeddings (the tensor-core forward takes none)");
+  EXPECT_EQ(lenient->unsupported(p), "");  // the lane groups take it
   p.R = 0;
   p.D = 59;
   EXPECT_EQ(tc->unsupported(p), "head dimension D = 59 (the tensor-core forward takes 16, 32, 64 and 128)");
@@ -225,6 +364,40 @@ TEST(GsaCudaTc, RefusesWhatTheTensorCoresDoNotTakeWithTheReason) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "graph_attention: cuda:tc does not support head dimension D = 59 (the "
                                      "tensor-core forward takes 16, 32, 64 and 128)");
+  }
+}
+
+// Relation embeddings reach the tiles only when switched on (SB_CUDA_TC_RELATIONS=1, or forced as the tables force
+// it); switched off, the strict backend refuses them with today's reason and the lenient one leaves them to the lane
+// groups. No device needed.
+TEST(GsaCudaTc, RelationsRunOnTheTilesOnlyWhenSwitchedOn) {
+  GsaParams p;
+  p.B = p.N = p.H = 1;
+  p.D = 64;
+  p.dtype = GsaDtype::bf16;
+  p.R = 3;
+  const std::string off = "relation embeddings (the tensor-core forward takes none)";
+  EXPECT_EQ(gsa_cuda_tc_unsupported(p, false), off);
+  EXPECT_EQ(gsa_cuda_tc_unsupported(p, true), "");
+  EXPECT_EQ(make_gsa_cuda_tc_backend(true, false)->unsupported(p), off);
+  EXPECT_EQ(make_gsa_cuda_tc_backend(true, true)->unsupported(p), "");
+  // Unset: as the environment says (off unless SB_CUDA_TC_RELATIONS=1).
+  EXPECT_EQ(make_gsa_cuda_tc_backend(true)->unsupported(p), gsa_cuda_tc_relations_enabled() ? "" : off);
+  EXPECT_EQ(gsa_cuda_tc_unsupported(p), gsa_cuda_tc_relations_enabled() ? "" : off);
+  // Other reasons still hold with relations on.
+  p.D = 59;
+  EXPECT_EQ(gsa_cuda_tc_unsupported(p, true), "head dimension D = 59 (the tensor-core forward takes 16, 32, 64 and 128)");
+  // The switch's values.
+  EXPECT_FALSE(gsa_cuda_tc_relations_switch(nullptr));
+  EXPECT_FALSE(gsa_cuda_tc_relations_switch(""));
+  EXPECT_FALSE(gsa_cuda_tc_relations_switch("0"));
+  EXPECT_TRUE(gsa_cuda_tc_relations_switch("1"));
+  try {
+    gsa_cuda_tc_relations_switch("yes");
+    ADD_FAILURE() << "expected sb::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "SB_CUDA_TC_RELATIONS=yes: expected 1 (relation embeddings on the tensor-core "
+                                     "tiles) or 0 (calls with relation embeddings on the lane groups, the default)");
   }
 }
 

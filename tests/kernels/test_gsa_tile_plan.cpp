@@ -1,12 +1,14 @@
 // GsaTilePlan: 16-row tiles cover every edge exactly once (dense tiles' masks plus fallback rows), masks and unions
-// match the graph, the fallback schedule keeps only fallback rows; and a double-precision emulation of the tensor-core
-// forward's tile arithmetic (gather, S = Q K^T, mask, online softmax over 32-column chunks, P V) matches the dense
-// reference. No GPU. Run: build/tests/kernels/test_gsa_tile_plan
+// match the graph, each tile's edge list (gsa_tile_edge) names the edge of every mask bit, the fallback schedule keeps
+// only fallback rows; and a double-precision emulation of the tensor-core tiles' arithmetic (gather, S = Q K^T plus
+// the relation term, mask, online softmax over 32-column chunks, P V; dq with its relation term and per-edge dS for
+// d_rel_emb) matches the dense reference. No GPU. Run: build/tests/kernels/test_gsa_tile_plan
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -138,6 +140,62 @@ TEST(GsaTilePlan, RepeatedSourceKeepsTheTileOnTheEdgeKernels) {
   EXPECT_EQ(plan.fallback_rows, (std::vector<int64_t>{0, 1}));
 }
 
+// Walks dense tile i of a plan of CSR (row_ptr, col) as the kernels do, chunk by chunk with a running count of each
+// row's earlier mask bits, and checks that gsa_tile_edge names, for every set bit, the row's edge to that union column
+// (found by a search of the row), each of the tile's edges once.
+void check_tile_edges(const GsaTilePlan& plan, int64_t i, const int64_t* row_ptr, const int32_t* col, int64_t n) {
+  const int64_t r0 = plan.dense_tile[i] * kGsaTileRows, words = plan.words(i);
+  const int32_t* unions = plan.union_col.data() + plan.union_ptr[i];
+  ASSERT_EQ(plan.edge_ptr[i + 1] - plan.edge_ptr[i], row_ptr[std::min(n, r0 + kGsaTileRows)] - row_ptr[r0]);
+  for (int64_t r = 0; r < kGsaTileRows && r0 + r < n; ++r) {
+    const int64_t u = r0 + r;
+    const int32_t* row_edges = plan.edge.data() + plan.edge_ptr[i] + (row_ptr[u] - row_ptr[r0]);
+    std::set<int64_t> met;
+    int64_t seen = 0;
+    for (int64_t w = 0; w < words; ++w) {
+      const uint32_t word = plan.mask[plan.mask_ptr[i] + r * words + w];
+      for (int64_t c = w * kGsaTileMaskBits; c < (w + 1) * kGsaTileMaskBits; ++c) {
+        if (!plan.mask_bit(i, r, c)) continue;
+        const int64_t e = gsa_tile_edge(row_edges, seen, word, c);
+        int64_t want = -1;
+        for (int64_t x = row_ptr[u]; x < row_ptr[u + 1]; ++x) {
+          if (col[x] == unions[c]) want = x;
+        }
+        ASSERT_EQ(e, want) << "tile " << plan.dense_tile[i] << " row " << r << " column " << c;
+        met.insert(e);
+      }
+      seen += __builtin_popcount(word);
+    }
+    EXPECT_EQ(static_cast<int64_t>(met.size()), row_ptr[u + 1] - row_ptr[u]) << "row " << u;
+  }
+}
+
+// Every dense tile's edge list, by destination and by source (the transpose), and on a CSR whose rows list their
+// sources out of order (the list is then no identity).
+TEST(GsaTilePlan, TileEdgesNameTheEdgeOfEveryMaskBit) {
+  for (const PlanCase& pc : plan_cases()) {
+    for (bool causal : {false, true}) {
+      if (causal && !find_pattern(pc.pattern).supports_causal()) continue;
+      const Graph g = build_pattern(pc.pattern, pc.pattern == "dense" ? 97 : 1025, causal, pc.params);
+      SCOPED_TRACE((GsaCase{pc.pattern, pc.params, g.n_nodes(), causal}.id()));
+      std::vector<int32_t> shuffled = g.col;
+      std::mt19937_64 rng(7);
+      for (int64_t u = 0; u < g.n_nodes(); ++u) {
+        std::shuffle(shuffled.begin() + g.row_ptr[u], shuffled.begin() + g.row_ptr[u + 1], rng);
+      }
+      const std::pair<const std::vector<int64_t>*, const std::vector<int32_t>*> csrs[] = {
+          {&g.row_ptr, &g.col}, {&g.t_row_ptr, &g.t_col}, {&g.row_ptr, &shuffled}};
+      for (const auto& [ptr, col] : csrs) {
+        const GsaTilePlan plan = gsa_tile_plan(ptr->data(), col->data(), g.n_nodes(), {0.0, 4096});
+        ASSERT_GT(plan.n_dense(), 0);
+        ASSERT_EQ(plan.edge_ptr.size(), plan.dense_tile.size() + 1);
+        EXPECT_EQ(plan.edge_ptr.back(), plan.dense_edges);
+        for (int64_t i = 0; i < plan.n_dense(); ++i) check_tile_edges(plan, i, ptr->data(), col->data(), g.n_nodes());
+      }
+    }
+  }
+}
+
 // The fallback schedule: only fallback rows' pieces, split rows and order entries, in the full schedule's order.
 TEST(GsaTilePlan, FallbackScheduleKeepsOnlyFallbackRows) {
   for (const PlanCase& pc : plan_cases()) {
@@ -194,6 +252,8 @@ TEST(GsaTilePlan, PackedTilesReadBackAsThePlan) {
   EXPECT_EQ(std::vector<int64_t>(v.mask_ptr, v.mask_ptr + v.n_dense + 1), plan.mask_ptr);
   EXPECT_EQ(std::vector<int32_t>(v.union_col, v.union_col + plan.union_col.size()), plan.union_col);
   EXPECT_EQ(std::vector<uint32_t>(v.mask, v.mask + plan.mask.size()), plan.mask);
+  EXPECT_EQ(std::vector<int64_t>(v.edge_ptr, v.edge_ptr + v.n_dense + 1), plan.edge_ptr);
+  EXPECT_EQ(std::vector<int32_t>(v.edge, v.edge + plan.edge.size()), plan.edge);
   GsaScheduleSizes sizes;
   const std::vector<int64_t> rest = gsa_fallback_schedule(full.data, g.n_nodes(), full.n_pieces, full.n_split, plan,
                                                           &sizes);
@@ -204,11 +264,34 @@ TEST(GsaTilePlan, PackedTilesReadBackAsThePlan) {
   EXPECT_EQ(std::vector<int64_t>(v.rest.piece_begin, v.rest.piece_begin + rest.size()), rest);
 }
 
+// The relation term q_u . r of the edge of set mask bit (r, c) of dense tile i, as the kernels find it: the row's
+// earlier set bits (seen) and gsa_tile_edge; 0 without relation embeddings. e_out: the edge.
+double tile_rel_term(const GsaTilePlan& plan, int64_t i, const Graph& g, const RefProblem& prob, const double* q,
+                     int64_t r, int64_t c, int64_t seen, int64_t* e_out) {
+  const int64_t r0 = plan.dense_tile[i] * kGsaTileRows, u = r0 + r, D = prob.D;
+  const int32_t* row_edges = plan.edge.data() + plan.edge_ptr[i] + (g.row_ptr[u] - g.row_ptr[r0]);
+  const uint32_t word = plan.mask[plan.mask_ptr[i] + r * plan.words(i) + c / kGsaTileMaskBits];
+  const int64_t e = gsa_tile_edge(row_edges, seen, word, c);
+  if (e_out != nullptr) *e_out = e;
+  if (prob.rel_emb.empty()) return 0.0;
+  double dot = 0.0;
+  for (int64_t d = 0; d < D; ++d) dot += q[d] * prob.rel_emb[g.rel[e] * D + d];
+  return dot;
+}
+
+// Set bits of row r's mask words of dense tile i before column c0 (c0 a multiple of 32).
+int64_t bits_before(const GsaTilePlan& plan, int64_t i, int64_t r, int64_t c0) {
+  int64_t n = 0;
+  for (int64_t w = 0; w < c0 / kGsaTileMaskBits; ++w) n += __builtin_popcount(plan.mask[plan.mask_ptr[i] + r * plan.words(i) + w]);
+  return n;
+}
+
 // The tensor-core forward's arithmetic for one (tile, batch, head), in double: Q rows of the tile, the union's K and V
-// rows gathered in chunks of `chunk` columns, S = Q K^T * scale, masked entries -inf, online softmax per row (running
-// max and sum, rescale of O), O += P V; finally O / l and lse = m + log l (o = 0, lse = -inf for an empty row).
-void emulate_tile(const GsaTilePlan& plan, int64_t i, const RefProblem& prob, int64_t b, int64_t h, int64_t chunk,
-                  std::vector<double>& o, std::vector<double>& lse) {
+// rows gathered in chunks of `chunk` columns, S = (Q K^T + q . r of each edge's relation) * scale, masked entries -inf,
+// online softmax per row (running max and sum, rescale of O), O += P V; finally O / l and lse = m + log l (o = 0,
+// lse = -inf for an empty row). g: the graph planned (its relations).
+void emulate_tile(const GsaTilePlan& plan, int64_t i, const Graph& g, const RefProblem& prob, int64_t b, int64_t h,
+                  int64_t chunk, std::vector<double>& o, std::vector<double>& lse) {
   const int64_t N = prob.N, H = prob.H, D = prob.D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   auto idx = [&](int64_t n, int64_t d) { return ((b * N + n) * H + h) * D + d; };
@@ -235,6 +318,7 @@ void emulate_tile(const GsaTilePlan& plan, int64_t i, const RefProblem& prob, in
         double dot = 0.0;
         for (int64_t d = 0; d < D; ++d) dot += q[r * D + d] * kc[j * D + d];
         const bool edge = c0 + j < U && plan.mask_bit(i, r, c0 + j);
+        if (edge) dot += tile_rel_term(plan, i, g, prob, &q[r * D], r, c0 + j, bits_before(plan, i, r, c0), nullptr);
         s[j] = edge ? dot * scale : neg_inf;
         mx = std::max(mx, s[j]);
       }
@@ -256,40 +340,110 @@ void emulate_tile(const GsaTilePlan& plan, int64_t i, const RefProblem& prob, in
   }
 }
 
+// The tensor-core dq of one (tile, batch, head) with relation embeddings, in double, from the reference's lse and
+// delta = dO . O: per set mask bit P = exp(s - lse) (s with its relation term), dS = P (dO . v - delta); dq_u = scale *
+// (sum dS k (the MMA's part) + sum dS r (the relation part)), and each edge's dS to edge_ds [B, E, H], where the lane
+// groups' d_rel_emb reduction reads it.
+void emulate_tile_dq(const GsaTilePlan& plan, int64_t i, const Graph& g, const RefProblem& prob,
+                     const std::vector<double>& d_o, const RefResult& ref, int64_t b, int64_t h,
+                     std::vector<double>& dq, std::vector<double>& edge_ds) {
+  const int64_t N = prob.N, H = prob.H, D = prob.D, E = g.n_edges();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  auto idx = [&](int64_t n, int64_t d) { return ((b * N + n) * H + h) * D + d; };
+  const int64_t r0 = plan.dense_tile[i] * kGsaTileRows;
+  const int64_t U = plan.union_ptr[i + 1] - plan.union_ptr[i];
+  const int32_t* cols = plan.union_col.data() + plan.union_ptr[i];
+  for (int64_t r = 0; r < kGsaTileRows && r0 + r < N; ++r) {
+    const int64_t u = r0 + r;
+    const double lse = ref.lse[(b * N + u) * H + h];
+    double delta = 0.0;
+    for (int64_t d = 0; d < D; ++d) delta += d_o[idx(u, d)] * ref.o[idx(u, d)];
+    std::vector<double> acc(D, 0.0), acc_rel(D, 0.0);
+    for (int64_t c = 0; c < U; ++c) {
+      if (!plan.mask_bit(i, r, c)) continue;
+      int64_t e = -1;
+      const double rel = tile_rel_term(plan, i, g, prob, &prob.q[idx(u, 0)], r, c,
+                                       bits_before(plan, i, r, c / kGsaTileMaskBits * kGsaTileMaskBits), &e);
+      double dot = rel, dp = 0.0;
+      for (int64_t d = 0; d < D; ++d) {
+        dot += prob.q[idx(u, d)] * prob.k[idx(cols[c], d)];
+        dp += d_o[idx(u, d)] * prob.v[idx(cols[c], d)];
+      }
+      const double ds = std::exp(dot * scale - lse) * (dp - delta);
+      for (int64_t d = 0; d < D; ++d) {
+        acc[d] += ds * prob.k[idx(cols[c], d)];
+        acc_rel[d] += ds * prob.rel_emb[g.rel[e] * D + d];
+      }
+      edge_ds[(b * E + e) * H + h] = ds;
+    }
+    for (int64_t d = 0; d < D; ++d) dq[idx(u, d)] = scale * (acc[d] + acc_rel[d]);
+  }
+}
+
+// Dense tiles everywhere (no density floor): the emulated forward without and with relation embeddings; with them also
+// dq, and d_rel_emb reduced by relation from the emulated per-edge dS, as the CUDA backward does.
 TEST(GsaTilePlan, TileEmulationMatchesDenseReference) {
   for (const PlanCase& pc : plan_cases()) {
     for (int64_t n : {2, 97, 300}) {
-      const GsaCase c{pc.pattern, pc.params, n, true, 32, 2, 2, false};
-      const Graph g = build_pattern(c.pattern, c.n, c.causal, c.params);
-      const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes(), {0.0, 4096});
-      ASSERT_EQ(plan.n_dense(), plan.n_tiles - static_cast<int64_t>(std::count(plan.tile_edges.begin(),
-                                                                               plan.tile_edges.end(), 0)));
-      const RefProblem prob = make_problem(c, g);
-      const RefResult ref = reference_attention(prob, DenseMask(g), {});
-      std::vector<double> o(ref.o.size(), std::nan("")), lse(ref.lse.size(), std::nan(""));
-      for (int64_t b = 0; b < prob.B; ++b) {
-        for (int64_t h = 0; h < prob.H; ++h) {
-          for (int64_t i = 0; i < plan.n_dense(); ++i) emulate_tile(plan, i, prob, b, h, 32, o, lse);
-        }
-      }
-      // Rows of edgeless tiles (no dense tile): zero output and -inf lse, as the reference says.
-      for (int64_t u : plan.fallback_rows) {
-        ASSERT_EQ(g.row_ptr[u + 1], g.row_ptr[u]);
+      for (bool rel : {false, true}) {
+        const GsaCase c{pc.pattern, pc.params, n, true, 32, 2, 2, rel};
+        const Graph g = build_pattern(c.pattern, c.n, c.causal, c.params);
+        const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes(), {0.0, 4096});
+        ASSERT_EQ(plan.n_dense(), plan.n_tiles - static_cast<int64_t>(std::count(plan.tile_edges.begin(),
+                                                                                 plan.tile_edges.end(), 0)));
+        const RefProblem prob = make_problem(c, g);
+        ASSERT_EQ(prob.R > 0, rel) << "the pattern has relations";
+        const std::vector<double> d_o = make_d_o(c, g);
+        const RefResult ref = reference_attention(prob, DenseMask(g), d_o);
+        std::vector<double> o(ref.o.size(), std::nan("")), lse(ref.lse.size(), std::nan(""));
+        std::vector<double> dq(ref.o.size(), std::nan(""));
+        std::vector<double> edge_ds(static_cast<size_t>(prob.B * g.n_edges() * prob.H), std::nan(""));
         for (int64_t b = 0; b < prob.B; ++b) {
           for (int64_t h = 0; h < prob.H; ++h) {
-            for (int64_t d = 0; d < prob.D; ++d) o[((b * prob.N + u) * prob.H + h) * prob.D + d] = 0.0;
-            lse[(b * prob.N + u) * prob.H + h] = -std::numeric_limits<double>::infinity();
+            for (int64_t i = 0; i < plan.n_dense(); ++i) {
+              emulate_tile(plan, i, g, prob, b, h, 32, o, lse);
+              if (rel) emulate_tile_dq(plan, i, g, prob, d_o, ref, b, h, dq, edge_ds);
+            }
           }
         }
-      }
-      SCOPED_TRACE(c.id());
-      EXPECT_LE(max_abs_diff(o, ref.o), 1e-12);
-      for (size_t k = 0; k < lse.size(); ++k) {
-        if (std::isinf(ref.lse[k])) {
-          EXPECT_TRUE(std::isinf(lse[k]) && lse[k] < 0) << "lse " << k;
-        } else {
-          EXPECT_NEAR(lse[k], ref.lse[k], 1e-12) << "lse " << k;
+        // Rows of edgeless tiles (no dense tile): zero output, dq and -inf lse, as the reference says.
+        for (int64_t u : plan.fallback_rows) {
+          ASSERT_EQ(g.row_ptr[u + 1], g.row_ptr[u]);
+          for (int64_t b = 0; b < prob.B; ++b) {
+            for (int64_t h = 0; h < prob.H; ++h) {
+              for (int64_t d = 0; d < prob.D; ++d) o[((b * prob.N + u) * prob.H + h) * prob.D + d] = 0.0;
+              for (int64_t d = 0; d < prob.D; ++d) dq[((b * prob.N + u) * prob.H + h) * prob.D + d] = 0.0;
+              lse[(b * prob.N + u) * prob.H + h] = -std::numeric_limits<double>::infinity();
+            }
+          }
         }
+        SCOPED_TRACE(c.id());
+        EXPECT_LE(max_abs_diff(o, ref.o), 1e-12);
+        for (size_t k = 0; k < lse.size(); ++k) {
+          if (std::isinf(ref.lse[k])) {
+            EXPECT_TRUE(std::isinf(lse[k]) && lse[k] < 0) << "lse " << k;
+          } else {
+            EXPECT_NEAR(lse[k], ref.lse[k], 1e-12) << "lse " << k;
+          }
+        }
+        if (!rel) continue;
+        EXPECT_LE(max_abs_diff(dq, ref.dq), 1e-11 * std::max(1.0, max_abs(ref.dq)));
+        // d_rel_emb[r] = scale * sum over r's edges, batches and heads of dS q_dst (drel_slice_kernel's sum).
+        std::vector<double> d_rel(ref.d_rel.size(), 0.0);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(prob.D));
+        for (int64_t u = 0; u < prob.N; ++u) {
+          for (int64_t e = g.row_ptr[u]; e < g.row_ptr[u + 1]; ++e) {
+            for (int64_t b = 0; b < prob.B; ++b) {
+              for (int64_t h = 0; h < prob.H; ++h) {
+                for (int64_t d = 0; d < prob.D; ++d) {
+                  d_rel[g.rel[e] * prob.D + d] += scale * edge_ds[(b * g.n_edges() + e) * prob.H + h] *
+                                                  prob.q[((b * prob.N + u) * prob.H + h) * prob.D + d];
+                }
+              }
+            }
+          }
+        }
+        EXPECT_LE(max_abs_diff(d_rel, ref.d_rel), 1e-11 * std::max(1.0, max_abs(ref.d_rel)));
       }
     }
   }

@@ -10,8 +10,9 @@
 #   but campaign, in that order); each step has its own time limit, which SB_GPU_SCALE multiplies (default 1,
 #   fractions allowed).
 #   ncu: every kernel of one forward+backward call, with relations (lane groups) and without (tensor-core tiles);
-#   sweep: scenarios/gpu_bf16.json on the default kernels (cuda:tc), then without relation embeddings on cuda:tc and
-#   on the lane groups (SB_CUDA_KERNELS=groups), and bpt and window on one warp per edge;
+#   sweep: scenarios/gpu_bf16.json on the default kernels (cuda:tc), with relation embeddings on the tiles
+#   (SB_CUDA_TC_RELATIONS=1), then without relation embeddings on cuda:tc and on the lane groups
+#   (SB_CUDA_KERNELS=groups), and bpt and window on one warp per edge;
 #   tc: bench_gsa_cuda_tc (lane groups beside tensor-core tiles, plain launchers) on window, bpt and bigbird.
 #   train: the quality model and the paper's model trained for tens to hundreds of steps (tokens/s, CUDA graphs,
 #   --profile, fp32 losses under each AdamW and SB_BASELINE's); train_ncu: the kernels of the quality model's steps
@@ -96,7 +97,9 @@ if wants sweep; then
   # The issue's op-alone targets: bf16, 16384 tokens per call, causal, 1024..65536; then bpt and window again on
   # the warp-per-edge kernels, in the same session, for the comparison.
   step sweep 170 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16"
-  # Without relation embeddings (the tensor-core tiles take none yet): cuda:tc, then the lane groups, same machine.
+  # With relation embeddings on the tensor-core tiles too (opt-in until the tests above pass on a GPU).
+  SB_CUDA_TC_RELATIONS=1 step sweep_tc_rel 170 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16_tc_rel"
+  # Without relation embeddings: cuda:tc, then the lane groups, same machine.
   norel=(--set attention/relations=false --set 'axes/patterns=[{"name":"bpt","k":4},{"name":"window","w":128},'\
 '{"name":"bigbird","b":64,"r":3}]')
   step sweep_tc 170 "$sb" run scenarios/gpu_bf16.json --no-plot --out "$work/gpu_bf16_norel_tc" "${norel[@]}"
@@ -188,6 +191,10 @@ if wants train; then
   SB_CUDA_GRAPHS=1 train_run paper_dense_graphs "$sb" "${p_dense[@]}"
   train_run paper_bpt64 "$sb" "${p_bpt[@]}"
   SB_CUDA_GRAPHS=1 train_run paper_bpt64_graphs "$sb" "${p_bpt[@]}"
+  # Relation embeddings on the tensor-core tiles (opt-in): the models train with relations, so this is what decides
+  # whether training sees the tiles.
+  SB_CUDA_TC_RELATIONS=1 SB_CUDA_GRAPHS=1 train_run quality_bpt4_tc_rel "$sb" "${q_bf16[@]}"
+  SB_CUDA_TC_RELATIONS=1 SB_CUDA_GRAPHS=1 train_run paper_bpt64_tc_rel "$sb" "${p_bpt[@]}"
   train_run quality_profile "$sb" "${quality[@]}" --pattern bpt --set k=4 --dtype bfloat16 --steps 200 \
     --log-every 100 --profile
   train_run quality_window9 "$sb" "${quality[@]}" --pattern window --set w=9 --dtype bfloat16 --steps 400 --log-every 100
@@ -219,10 +226,12 @@ if wants graphs_eval; then
   t_args=(--task mqar --task-vocab 32 --task-pairs 8 --task-eval 128 --pattern bpt --set k=4 --context 512 --batch 8
           --layers 2 --dim 64 --ffn 128 --heads 2 --dropout 0 --dtype float32 --steps 600 --lr 0.003 --warmup 30
           --log-every 100 --eval-every 100 --eval-batch 8 --device cuda --overwrite)
-  SB_CUDA_GRAPHS=0 step graphs_eval_eager 120 "$sb" train "${g_args[@]}" --checkpoint-every 200 --out "$work/train/graphs_eval_eager"
+  SB_CUDA_GRAPHS=0 step graphs_eval_eager 120 "$sb" train "${g_args[@]}" --checkpoint-every 200 \
+    --out "$work/train/graphs_eval_eager"
   SB_CUDA_GRAPHS=1 step graphs_eval_graphs 120 "$sb" train "${g_args[@]}" --checkpoint-every 200 \
     --out "$work/train/graphs_eval_graphs"
-  SB_CUDA_GRAPHS=0 step graphs_eval_task_eager 120 "$sb" train "${t_args[@]}" --checkpoint-every 200 --out "$work/train/graphs_task_eager"
+  SB_CUDA_GRAPHS=0 step graphs_eval_task_eager 120 "$sb" train "${t_args[@]}" --checkpoint-every 200 \
+    --out "$work/train/graphs_task_eager"
   SB_CUDA_GRAPHS=1 step graphs_eval_task_graphs 120 "$sb" train "${t_args[@]}" --checkpoint-every 200 \
     --out "$work/train/graphs_task_graphs"
   if python3 - "$work/train/graphs_eval_eager/result.json" "$work/train/graphs_eval_graphs/result.json" \
@@ -265,7 +274,8 @@ if wants campaign; then
   camp_root=${SB_CAMPAIGN_DIR:-/tmp/sb_campaign}
   read -r -a camp_list <<<"${SB_CAMPAIGN:-scenarios/fig5_gpu.json}"
   read -r -a camp_from <<<"${SB_CAMPAIGN_FROM:-}"
-  if [ "${SB_CAMPAIGN_MPS:-0}" = 1 ] && [ ${#camp_list[@]} -gt 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+  if [ "${SB_CAMPAIGN_MPS:-0}" = 1 ] && [ ${#camp_list[@]} -gt 1 ] &&
+     command -v nvidia-cuda-mps-control >/dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY="$camp_root/mps_pipe" CUDA_MPS_LOG_DIRECTORY="$camp_root/mps_log"
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then

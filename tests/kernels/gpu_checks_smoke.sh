@@ -42,7 +42,8 @@ PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" \
   bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" env tests sweep tc flex >"$tmp/log" 2>&1 ||
   fail "exited $? ($(tail -3 "$tmp/log"))"
 [ -f "$tmp/out/gpu.tgz" ] && [ -f "$tmp/out/summary.txt" ] || fail "no gpu.tgz and summary.txt in OUT_DIR"
-for s in test_gsa_cuda test_gsa_op_cuda sweep sweep_tc sweep_groups sweep_warp sweep_baseline tc_window tc_bpt4 \
+for s in test_gsa_cuda test_gsa_op_cuda sweep sweep_tc_rel sweep_tc sweep_groups sweep_warp sweep_baseline tc_window \
+         tc_bpt4 \
          tc_bigbird flex_1024 flex_4096 flex_16384 flex_window_4096; do
   grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
 done
@@ -73,16 +74,17 @@ for s in ncu_bpt ncu_window ncu_bpt_tc ncu_window_tc; do
   grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
 done
 
-# train: fifteen runs of the new binary (default, CUDA graphs, per-parameter AdamW) and four of SB_BASELINE on the
-# carried data; graphs_eval: with and without graphs, compared (the stand-in python3 agrees); train_ncu: ncu over
-# the new binary; campaign: scripts/gpu_campaign.sh over fig5_gpu.json with graphs on after graphs_eval agreed.
+# train: seventeen runs of the new binary (default, CUDA graphs, relations on the tiles, per-parameter AdamW) and
+# four of SB_BASELINE on the carried data; graphs_eval: with and without graphs, compared (the stand-in python3
+# agrees), for the quality model and MQAR; train_ncu: ncu over the new binary; campaign: scripts/gpu_campaign.sh
+# over fig5_gpu.json with graphs on after graphs_eval agreed.
 rm -rf "$tmp/out" && : >"$tmp/calls.txt"
 mkdir -p "$tmp/build/data" && echo data >"$tmp/build/data/enwik8-head.bin"
 PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" SB_CAMPAIGN_DIR="$tmp/camp" SB_CAMPAIGN_BUDGET=20 \
   SB_CAMPAIGN_JOBS=2 bash "$repo/scripts/gpu_checks.sh" "$tmp/build" "$tmp/out" train graphs_eval train_ncu campaign \
   >"$tmp/log" 2>&1 || fail "train step exited $?"
-[ "$(grep -c '^sparsebench kernels= train --device cuda' "$tmp/calls.txt")" = 19 ] ||
-  fail "expected 19 training runs on the carried data ($(grep -c ' train ' "$tmp/calls.txt"))"
+[ "$(grep -c '^sparsebench kernels= train --device cuda' "$tmp/calls.txt")" = 21 ] ||
+  fail "expected 21 training runs on the carried data ($(grep -c ' train ' "$tmp/calls.txt"))"
 # graphs_eval's MQAR pair: a generated task, no data file, the second run on CUDA graphs.
 [ "$(grep -c '^sparsebench kernels= train --task mqar .*--device cuda' "$tmp/calls.txt")" = 2 ] ||
   fail "expected the two MQAR runs of graphs_eval"
@@ -91,7 +93,8 @@ grep -q "^sparsebench kernels= train --task mqar .*graphs_task_graphs graphs=1$"
 grep -q "train .*--data $tmp/build/data/enwik8-head.bin .*--pattern bpt --set k=4 --dtype bfloat16 --steps 400" \
   "$tmp/calls.txt" || fail "the quality model run is missing or not on the carried data"
 grep -q "^ncu .*--launch-count 300 .*train" "$tmp/calls.txt" || fail "ncu over a training run missing"
-for s in train_quality_bpt4 train_quality_bpt4_graphs train_quality_bpt4_baseline train_paper_dense ncu_train \
+for s in train_quality_bpt4 train_quality_bpt4_graphs train_quality_bpt4_tc_rel train_quality_bpt4_baseline \
+         train_paper_dense ncu_train \
          graphs_eval_eager graphs_eval_graphs graphs_eval_task_eager graphs_eval_task_graphs campaign_fig5_gpu; do
   grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
 done
@@ -110,8 +113,8 @@ rm -rf "$tmp/out" && : >"$tmp/calls.txt"
 PATH="$tmp/bin:$PATH" SB_CAMPAIGN_DIR="$tmp/camp" SB_CAMPAIGN_BUDGET=20 \
   SB_CAMPAIGN="scenarios/fig5_gpu.json scenarios/mqar_gpu.json" bash "$repo/scripts/gpu_checks.sh" "$tmp/build" \
   "$tmp/out" campaign >"$tmp/log" 2>&1 || fail "two campaigns exited $?"
-grep -q "^sparsebench kernels= run .*/scenarios/mqar_gpu.json --out $tmp/camp/mqar_gpu.new/run --no-plot --jobs 1 graphs=0$" \
-  "$tmp/calls.txt" || fail "mqar_gpu.json did not run on its own, without a data file ($(grep ' run ' "$tmp/calls.txt"))"
+grep -q "^sparsebench kernels= run .*/scenarios/mqar_gpu.json --out $tmp/camp/mqar_gpu.new/run --no-plot --jobs 1 \
+graphs=0$" "$tmp/calls.txt" || fail "mqar_gpu.json did not run on its own, without a data file"
 grep -q "^campaign fig5_gpu: .*--from $tmp/camp/fig5_gpu/records.tgz" "$tmp/out/summary.txt" ||
   fail "fig5_gpu.json did not continue from this machine's records"
 for n in fig5_gpu mqar_gpu; do

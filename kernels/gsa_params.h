@@ -22,11 +22,11 @@ struct GsaScheduleView {
   int64_t n_order = 0;
 };
 
-// Dense 16-row tiles of a graph for a tensor-core forward (kernels/gsa_tile_plan.h, gsa_pack_tiles), on the kernels'
-// device, and the destination schedule restricted to the rows outside them. n_dense < 0: the graph carries none
-// (a backend that wants them plans per call).
+// Dense 16-row (or 64-row) tiles of a graph for a tensor-core forward (kernels/gsa_tile_plan.h, gsa_pack_tiles), on
+// the kernels' device, and the destination schedule restricted to the rows outside them. n_dense < 0: the graph
+// carries none (a backend that wants them plans per call).
 struct GsaTileView {
-  const int64_t* dense_tile = nullptr;  // [n_dense] tile ids (rows [16 t, 16 t + 16))
+  const int64_t* dense_tile = nullptr;  // [n_dense] tile ids: rows [R t, R t + R), R = 64 (first n_wide) or 16
   const int64_t* union_ptr = nullptr;   // [n_dense + 1] into union_col
   const int32_t* union_col = nullptr;   // sorted sources of each tile
   const int64_t* mask_ptr = nullptr;    // [n_dense + 1] into mask: 16 rows x ceil(union / 32) words per tile
@@ -37,6 +37,8 @@ struct GsaTileView {
   int64_t dense_edges = 0;              // edges inside dense tiles
   GsaScheduleView rest;                 // rows outside dense tiles (a subset of GsaGraphView::rows)
   int64_t n_rest_rows = 0;
+  int64_t tile_rows = 16;               // the plan's GsaTileOptions::rows (16 or 64)
+  int64_t n_wide = 0;                   // leading dense tiles of 64 rows (GsaTilePlan::n_wide)
 };
 
 // A pattern graph as raw device-resident arrays (see patterns/graph.h for the layout).
@@ -59,6 +61,9 @@ struct GsaGraphView {
   GsaScheduleView srcs;                // by source through the transpose (dk, dv)
   GsaTileView tiles;                   // dense tiles for the tensor-core forward and dq (CUDA; n_dense < 0: none)
   GsaTileView src_tiles;               // the same over the transpose (tiles of sources), for dk and dv
+  // CUDA, SB_CUDA_TC_ROWS=64: 64-row tiles by destination for the tensor-core forward (n_dense < 0: none, the forward
+  // takes `tiles`); the backward and calls with relation embeddings keep `tiles`.
+  GsaTileView wide_tiles;
   // Host only: the CPU kernels' plans of this graph (gsa_cpu_plans), made once with it; nullptr: made per call.
   const GsaCpuPlans* cpu_plans = nullptr;
   int64_t n_nodes = 0;

@@ -1,31 +1,44 @@
-// GsaTilePlan: 16-row tiles, their source unions, densities and element masks; the fallback rows' schedule.
+// GsaTilePlan: 16- or 64-row tiles, their source unions, densities and element masks; the fallback rows' schedule.
 #include "kernels/gsa_tile_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "common/error.h"
 
 namespace sb {
 
 GsaTilePlan gsa_tile_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_nodes, const GsaTileOptions& options) {
+  if (options.rows != kGsaTileRows && options.rows != kGsaWideTileRows) {
+    throw Error("gsa_tile_plan: rows = " + std::to_string(options.rows) + " (expected 16 or 64)");
+  }
   GsaTilePlan plan;
   plan.n_nodes = n_nodes;
-  plan.n_tiles = (n_nodes + kGsaTileRows - 1) / kGsaTileRows;
+  plan.tile_rows = options.rows;
+  plan.n_tiles = (n_nodes + options.rows - 1) / options.rows;
   // Stamps instead of per-tile sorts of every edge: seen_tile[c] = last tile that met source c, seen_row[c] the last
-  // row; pos[c] its index in the tile's union. O(E + sum of union log union).
+  // row (both counts of visits: 64-row plans visit rows twice); pos[c] its index in the tile's union.
+  // O(E + sum of union log union).
   std::vector<int64_t> seen_tile(static_cast<size_t>(n_nodes), -1), seen_row(static_cast<size_t>(n_nodes), -1);
   std::vector<int32_t> pos(static_cast<size_t>(n_nodes), 0);
   std::vector<int32_t> cols;
   std::vector<int64_t> rank;  // rank[c]: the edge of the current row to union column c
-  for (int64_t t = 0; t < plan.n_tiles; ++t) {
-    const int64_t r0 = t * kGsaTileRows, r1 = std::min(n_nodes, r0 + kGsaTileRows);
+  int64_t stamp = 0, row_stamp = 0;
+  // Plans rows [r0, r1) as one tile of `rows` rows: appends it to the dense tiles and returns true when dense; with
+  // stats, records its union, edges and density.
+  const auto plan_tile = [&](int64_t r0, int64_t r1, int64_t rows, bool stats) {
+    const int64_t t = stamp++;
     const int64_t edges = row_ptr[r1] - row_ptr[r0];
     cols.clear();
     bool repeats = false;  // a row repeating a source would lose an edge in the mask: never dense
     for (int64_t u = r0; u < r1; ++u) {
+      const int64_t visit = row_stamp++;
       for (int64_t e = row_ptr[u]; e < row_ptr[u + 1]; ++e) {
         const int32_t c = col[e];
-        if (seen_row[c] == u) repeats = true;
-        seen_row[c] = u;
+        if (seen_row[c] == visit) repeats = true;
+        seen_row[c] = visit;
         if (seen_tile[c] != t) {
           seen_tile[c] = t;
           cols.push_back(c);
@@ -36,22 +49,21 @@ GsaTilePlan gsa_tile_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_
     const int64_t n_union = static_cast<int64_t>(cols.size());
     const double density = n_union > 0 ? static_cast<double>(edges) / static_cast<double>((r1 - r0) * n_union) : 0.0;
     const bool dense = n_union > 0 && !repeats && density >= options.min_density && n_union <= options.max_union;
-    plan.tile_union.push_back(n_union);
-    plan.tile_edges.push_back(edges);
-    plan.tile_density.push_back(density);
-    plan.tile_dense.push_back(dense ? 1 : 0);
-    if (!dense) {
-      for (int64_t u = r0; u < r1; ++u) plan.fallback_rows.push_back(u);
-      continue;
+    if (stats) {
+      plan.tile_union.push_back(n_union);
+      plan.tile_edges.push_back(edges);
+      plan.tile_density.push_back(density);
+      plan.tile_dense.push_back(dense ? 1 : 0);
     }
-    plan.dense_tile.push_back(t);
+    if (!dense) return false;
+    plan.dense_tile.push_back(r0 / rows);
     plan.union_col.insert(plan.union_col.end(), cols.begin(), cols.end());
     plan.union_ptr.push_back(static_cast<int64_t>(plan.union_col.size()));
     for (int64_t c = 0; c < n_union; ++c) pos[cols[c]] = static_cast<int32_t>(c);
     if (static_cast<int64_t>(rank.size()) < n_union) rank.resize(static_cast<size_t>(n_union));
     const int64_t words = (n_union + kGsaTileMaskBits - 1) / kGsaTileMaskBits;
     const size_t base = plan.mask.size();
-    plan.mask.resize(base + static_cast<size_t>(kGsaTileRows * words), 0u);
+    plan.mask.resize(base + static_cast<size_t>(rows * words), 0u);
     const size_t edge_base = plan.edge.size();
     plan.edge.resize(edge_base + static_cast<size_t>(edges));
     for (int64_t u = r0; u < r1; ++u) {
@@ -73,6 +85,27 @@ GsaTilePlan gsa_tile_plan(const int64_t* row_ptr, const int32_t* col, int64_t n_
     plan.mask_ptr.push_back(static_cast<int64_t>(plan.mask.size()));
     plan.edge_ptr.push_back(static_cast<int64_t>(plan.edge.size()));
     plan.dense_edges += edges;
+    return true;
+  };
+  const int64_t rows = options.rows;
+  std::vector<int64_t> sparse;  // tiles that are not dense, ascending
+  for (int64_t t = 0; t < plan.n_tiles; ++t) {
+    if (!plan_tile(t * rows, std::min(n_nodes, (t + 1) * rows), rows, true)) sparse.push_back(t);
+  }
+  if (rows == kGsaTileRows) {
+    for (int64_t t : sparse) {
+      for (int64_t u = t * rows; u < std::min(n_nodes, (t + 1) * rows); ++u) plan.fallback_rows.push_back(u);
+    }
+    return plan;
+  }
+  // 64-row tiles that are not dense: again as 16-row tiles, after the wide ones.
+  plan.n_wide = plan.n_dense();
+  for (int64_t t : sparse) {
+    for (int64_t r0 = t * rows; r0 < std::min(n_nodes, (t + 1) * rows); r0 += kGsaTileRows) {
+      const int64_t r1 = std::min(n_nodes, r0 + kGsaTileRows);
+      if (plan_tile(r0, r1, kGsaTileRows, false)) continue;
+      for (int64_t u = r0; u < r1; ++u) plan.fallback_rows.push_back(u);
+    }
   }
   return plan;
 }
@@ -156,7 +189,22 @@ GsaPackedTiles gsa_pack_tiles(const GsaTilePlan& plan, const std::vector<int64_t
   t.n_dense = plan.n_dense();
   t.dense_edges = plan.dense_edges;
   t.n_rest_rows = static_cast<int64_t>(plan.fallback_rows.size());
+  t.tile_rows = plan.tile_rows;
+  t.n_wide = plan.n_wide;
   return t;
+}
+
+int64_t gsa_tile_rows_switch(const char* value) {
+  const std::string v = value != nullptr ? value : "";
+  if (v.empty() || v == "16") return kGsaTileRows;
+  if (v == "64") return kGsaWideTileRows;
+  throw Error("SB_CUDA_TC_ROWS=" + v + ": expected 16 (16-row tensor-core tiles, the default) or 64 (64-row tiles "
+              "for the forward)");
+}
+
+int64_t gsa_tile_rows_from_env() {
+  static const int64_t rows = gsa_tile_rows_switch(std::getenv("SB_CUDA_TC_ROWS"));
+  return rows;
 }
 
 GsaTileView gsa_tile_view(const int64_t* data, const GsaPackedTiles& layout) {
@@ -172,6 +220,8 @@ GsaTileView gsa_tile_view(const int64_t* data, const GsaPackedTiles& layout) {
   v.dense_edges = layout.dense_edges;
   v.rest = gsa_schedule_view_sized(data + layout.at_rest, layout.rest);
   v.n_rest_rows = layout.n_rest_rows;
+  v.tile_rows = layout.tile_rows;
+  v.n_wide = layout.n_wide;
   return v;
 }
 

@@ -13,7 +13,8 @@
 #   sweep: scenarios/gpu_bf16.json on the default kernels (cuda:tc), with relation embeddings on the tiles
 #   (SB_CUDA_TC_RELATIONS=1), then without relation embeddings on cuda:tc and on the lane groups
 #   (SB_CUDA_KERNELS=groups), and bpt and window on one warp per edge;
-#   tc: bench_gsa_cuda_tc (lane groups beside tensor-core tiles, plain launchers) on window, bpt and bigbird.
+#   tc: bench_gsa_cuda_tc (lane groups beside tensor-core tiles, plain launchers) on window, bpt and bigbird, and
+#   again with SB_CUDA_TC_ROWS=64 (16- beside 64-row tiles).
 #   train: the quality model and the paper's model trained for tens to hundreds of steps (tokens/s, CUDA graphs,
 #   --profile, fp32 losses under each AdamW and SB_BASELINE's); train_ncu: the kernels of the quality model's steps
 #   under ncu. Their data is SB_TRAIN_DATA (default BUILD_DIR/data/enwik8-head.bin, else
@@ -120,6 +121,11 @@ if wants tc; then
   step tc_bpt4_16384 60 "$tc_bench" bpt k=4 16384 1
   step tc_bpt16 60 "$tc_bench" bpt k=16 4096 4
   step tc_bigbird 60 "$tc_bench" bigbird - 4096 4
+  # The forward on 64-row tiles beside the 16-row ones (SB_CUDA_TC_ROWS=64, opt-in until timed here); bpt's 64-row
+  # token tiles (density ~0.19) run as 64-row tiles only with the 64-row density floor at 0.15.
+  for args in "window w=128 4096 4" "bpt k=4 4096 4 8 64 20 0.35 0.15" "bigbird - 4096 4"; do
+    SB_CUDA_TC_ROWS=64 step "tc64_${args%% *}" 60 "$tc_bench" $args  # word splitting wanted
+  done
 fi
 if wants fig7; then
   step fig7 120 "$sb" run scenarios/fig7_throughput.json --set device=cuda --set axes/dtypes=bfloat16 \

@@ -283,6 +283,150 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(GsaParams p) {
   }
 }
 
+// 64-row tiles (GsaTileView::n_wide, SB_CUDA_TC_ROWS=64): one block of 4 warps per (tile, batch, head), warp w the
+// rows [16 w, 16 w + 16) with its own online softmax, all four on one gathered K/V chunk of the tile's union, so
+// neighbouring 16-row groups (overlapping unions) share each load. Chunks arrive by cp.async into two buffers: chunk
+// c + 1 loads while chunk c multiplies, two barriers per chunk.
+constexpr int kWideRows = static_cast<int>(kGsaWideTileRows);
+constexpr int kLanesPerRow = 32 / kRows;  // 2: the softmax's lanes of one row in a warp
+static_assert(kWideRows / kRows == kTcThreads / 32, "one 16-row group per warp");
+
+// 16 bytes global -> shared, asynchronous (cp.async, sm_80+); !in: zeros, nothing read.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool in) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(in ? 16 : 0) : "memory");
+#else
+  *reinterpret_cast<uint4*>(dst) = in ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most `Pending` of this thread's newest groups are in flight.
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+#endif
+}
+
+// Shared memory of one 64-row forward block (dynamic: 58 KB at D = 64, 98 KB at D = 128).
+template <typename T, int D>
+struct TcWideShared : TcLd<D> {
+  using L = TcLd<D>;
+  alignas(32) T q[kWideRows * L::kLdT];                              // the tile's rows
+  alignas(32) T k[2][kChunk * L::kLdT], v[2][kChunk * L::kLdT];    // two chunks' (double buffer)
+  alignas(32) T p[kWideRows * L::kLdP];                              // each warp its 16 rows
+  alignas(32) float s[kWideRows * L::kLdS];
+  alignas(32) float o[kWideRows * L::kLdO];
+};
+
+// grid (p.graph.tiles.n_wide, B * H): the plan's 64-row dense tiles (the first n_wide); q, k, v, o: [B, N, H, D] with
+// 16-byte aligned rows; lse: [B, N, H] fp32. No relation embeddings (those calls keep 16-row tiles).
+template <typename T, int D>
+__global__ void __launch_bounds__(kTcThreads) tc_wide_forward_kernel(GsaParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& sm = *reinterpret_cast<TcWideShared<T, D>*>(smem_raw);
+  using Sh = TcWideShared<T, D>;
+  constexpr int kVecs = D / kVec;  // 16-byte vectors per row
+  const GsaTileView& tiles = p.graph.tiles;
+  const int64_t i = blockIdx.x;
+  const int64_t r0 = tiles.dense_tile[i] * kWideRows;
+  const int64_t rows = p.N - r0 < kWideRows ? p.N - r0 : kWideRows;
+  const int64_t u0 = tiles.union_ptr[i], n_union = tiles.union_ptr[i + 1] - u0;
+  const int64_t words = (n_union + kChunk - 1) / kChunk;
+  const uint32_t* mask = tiles.mask + tiles.mask_ptr[i];
+  const int64_t b = blockIdx.y / p.H, h = blockIdx.y % p.H;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+
+  // Chunk c0's key and value rows into buffer `buf`, zeros past the union; one commit group per chunk.
+  const auto gather = [&](int64_t c0, int buf) {
+    for (int x = tid; x < kChunk * kVecs; x += kTcThreads) {
+      const int j = x / kVecs, c = x % kVecs;
+      const bool in = c0 + j < n_union;
+      const int64_t n = in ? tiles.union_col[u0 + c0 + j] : 0;
+      cp_async16(sm.k[buf] + j * Sh::kLdT + c * kVec, k + offset(p.k_strides, b, n, h) + c * kVec, in);
+      cp_async16(sm.v[buf] + j * Sh::kLdT + c * kVec, v + offset(p.v_strides, b, n, h) + c * kVec, in);
+    }
+    cp_async_commit();
+  };
+  gather(0, 0);  // a dense tile's union is not empty
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int x = tid; x < kWideRows * kVecs; x += kTcThreads) {
+    const int r = x / kVecs, c = x % kVecs;
+    const uint4 val = r < rows ? *reinterpret_cast<const uint4*>(q + offset(p.q_strides, b, r0 + r, h) + c * kVec)
+                               : zero;
+    *reinterpret_cast<uint4*>(sm.q + r * Sh::kLdT + c * kVec) = val;
+  }
+  for (int x = tid; x < kWideRows * D; x += kTcThreads) sm.o[(x / D) * Sh::kLdO + x % D] = 0.0f;
+
+  // This warp's 16 rows; lanes 2 r and 2 r + 1 take its row r (16 columns of a chunk each).
+  const int rw = lane / kLanesPerRow, sub = lane % kLanesPerRow, row = warp * kRows + rw;
+  const T* qw = sm.q + warp * kRows * Sh::kLdT;
+  float* sw = sm.s + warp * kRows * Sh::kLdS;
+  T* pw = sm.p + warp * kRows * Sh::kLdP;
+  float* ow = sm.o + warp * kRows * Sh::kLdO;
+  const float scale = static_cast<float>(p.scale);
+  GsaSoftmaxState<float> st = gsa_softmax_init<float>();
+  int buf = 0;
+  for (int64_t c0 = 0; c0 < n_union; c0 += kChunk, buf ^= 1) {
+    if (c0 + kChunk < n_union) {
+      gather(c0 + kChunk, buf ^ 1);  // its buffer's last readers passed the previous chunk's closing barrier
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // chunk c0 (and, first time, q and o) visible to every warp
+    const uint32_t bits = mask[row * words + c0 / kChunk];
+    // A chunk none of the warp's rows attends to changes nothing (alpha 1, P 0): skipped.
+    if (__any_sync(0xffffffffu, bits != 0)) {
+      // S [16 x 32] = Q_w K^T
+      mma_abt<T, D, Sh::kLdT, Sh::kLdS>(sw, qw, sm.k[buf]);
+      mma_abt<T, D, Sh::kLdT, Sh::kLdS>(sw + 16, qw, sm.k[buf] + 16 * Sh::kLdT);
+      __syncwarp();
+      float s[kChunk / kLanesPerRow];
+      float mx = st.m;
+#pragma unroll
+      for (int t = 0; t < kChunk / kLanesPerRow; ++t) {
+        const int j = sub + kLanesPerRow * t;
+        s[t] = (bits >> j) & 1u ? sw[rw * Sh::kLdS + j] * scale : gsa_neg_inf<float>();
+        mx = fmaxf(mx, s[t]);
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      const float alpha = gsa_rescale(st.m, mx);
+      float sum = 0.0f;
+#pragma unroll
+      for (int t = 0; t < kChunk / kLanesPerRow; ++t) {
+        const float w = s[t] == gsa_neg_inf<float>() ? 0.0f : gsa_exp(s[t] - mx);
+        sum += w;
+        pw[rw * Sh::kLdP + sub + kLanesPerRow * t] = to_elem<T>(w);
+      }
+      st.l = st.l * alpha + (sum + __shfl_xor_sync(0xffffffffu, sum, 1));
+      st.m = mx;
+      for (int d = sub; d < D; d += kLanesPerRow) ow[rw * Sh::kLdO + d] *= alpha;
+      __syncwarp();
+      // O_w [16 x D] += P_w V
+#pragma unroll
+      for (int n = 0; n < D / 16; ++n) {
+        mma_ab_acc<T, Sh::kLdP, Sh::kLdT, Sh::kLdO>(ow + n * 16, pw, sm.v[buf] + n * 16);
+      }
+    }
+    __syncthreads();  // every warp done with buffer `buf`
+  }
+  if (row < rows) {
+    const float inv = gsa_inv_norm(st);
+    T* out = static_cast<T*>(p.o) + offset(p.o_strides, b, r0 + row, h);
+    for (int d = sub; d < D; d += kLanesPerRow) out[d] = to_elem<T>(ow[rw * Sh::kLdO + d] * inv);
+    if (sub == 0) static_cast<float*>(p.lse)[(b * p.N + r0 + row) * p.H + h] = gsa_lse(st);
+  }
+}
+
 // Shared memory of the dq kernel: q and dO tiles, the chunk's k and v rows, S and dP (fp32), dS in the input type,
 // the dq accumulator (fp32).
 template <typename T, int D>
@@ -539,6 +683,34 @@ void launch_tiles(const GsaParams& p, cudaStream_t stream) {
   cuda_check(cudaGetLastError(), "launch");
 }
 
+// The plan's 64-row tiles (the first n_wide of p.graph.tiles), without relation embeddings.
+void launch_wide_tiles(const GsaParams& p, cudaStream_t stream) {
+  by_type_and_dim(p, [&](auto type, auto dim, auto) {
+    using T = typename decltype(type)::type;
+    constexpr int D = decltype(dim)::value;
+    constexpr size_t bytes = sizeof(TcWideShared<T, D>);
+    cuda_check(cudaFuncSetAttribute(tc_wide_forward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(bytes)),
+               "shared memory of the 64-row forward");
+    const dim3 grid(static_cast<unsigned>(p.graph.tiles.n_wide), static_cast<unsigned>(p.B * p.H));
+    tc_wide_forward_kernel<T, D><<<grid, kTcThreads, bytes, stream>>>(p);
+  });
+  cuda_check(cudaGetLastError(), "launch (64-row tiles)");
+}
+
+// The 16-row dense tiles of a plan that starts with n_wide 64-row ones: its arrays past them, as a 16-row plan.
+GsaTileView narrow_tiles(const GsaTileView& t) {
+  GsaTileView v = t;
+  v.dense_tile += t.n_wide;
+  v.union_ptr += t.n_wide;
+  v.mask_ptr += t.n_wide;
+  v.edge_ptr += t.n_wide;
+  v.n_dense = t.n_dense - t.n_wide;
+  v.n_wide = 0;
+  v.tile_rows = kGsaTileRows;
+  return v;
+}
+
 void launch_dq_tiles(const GsaParams& p, cudaStream_t stream) {
   float* edge_ds = static_cast<float*>(gsa_cuda_edge_ds(p));  // nullptr without relations
   by_type_and_dim(p, [&](auto type, auto dim, auto rel) {
@@ -576,10 +748,20 @@ void run_backward_tiles(const GsaParams& p, cudaStream_t stream) {
   if (rel) gsa_backward_cuda_rel(p, stream);
 }
 
-// Dense tiles on tensor cores, the other rows on the lane groups; p.graph.tiles on the device.
+// Dense tiles on tensor cores (64-row ones first when the plan has them), the other rows on the lane groups;
+// p.graph.tiles on the device.
 void run_tiles(const GsaParams& p, cudaStream_t stream) {
   const GsaTileView& tiles = p.graph.tiles;
-  if (tiles.n_dense > 0) launch_tiles(p, stream);
+  if (tiles.n_wide > 0) {
+    launch_wide_tiles(p, stream);
+    if (tiles.n_dense > tiles.n_wide) {
+      GsaParams narrow = p;
+      narrow.graph.tiles = narrow_tiles(tiles);
+      launch_tiles(narrow, stream);
+    }
+  } else if (tiles.n_dense > 0) {
+    launch_tiles(p, stream);
+  }
   if (tiles.n_rest_rows > 0) {
     GsaParams rest = p;
     rest.graph.rows = tiles.rest;
@@ -588,8 +770,9 @@ void run_tiles(const GsaParams& p, cudaStream_t stream) {
 }
 
 // The tiles of a graph that carries none: its CSR (by_source: the transpose) and schedule to the host, planned and
-// packed for this call.
-GsaPackedTiles plan_per_call(const GsaParams& p, cudaStream_t stream, bool by_source) {
+// packed for this call with tile_rows rows per tile.
+GsaPackedTiles plan_per_call(const GsaParams& p, cudaStream_t stream, bool by_source,
+                             int64_t tile_rows = kGsaTileRows) {
   const int64_t n = p.graph.n_nodes, ne = p.graph.n_edges;
   std::vector<int64_t> row_ptr(static_cast<size_t>(n + 1));
   std::vector<int32_t> col(static_cast<size_t>(ne));
@@ -608,7 +791,9 @@ GsaPackedTiles plan_per_call(const GsaParams& p, cudaStream_t stream, bool by_so
                "schedule to host");
   }
   cuda_check(cudaStreamSynchronize(stream), "graph to host");
-  return gsa_pack_tiles(gsa_tile_plan(row_ptr.data(), col.data(), n), full, rows.n_pieces, rows.n_split);
+  GsaTileOptions options;
+  options.rows = tile_rows;
+  return gsa_pack_tiles(gsa_tile_plan(row_ptr.data(), col.data(), n, options), full, rows.n_pieces, rows.n_split);
 }
 
 // Device copies of packed tiles for one call, freed on the stream after it.
@@ -651,7 +836,7 @@ std::string gsa_cuda_tc_unsupported(const GsaParams& p, bool relations) {
   return "";
 }
 
-GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream_ptr, bool relations) {
+GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream_ptr, bool relations, int64_t tile_rows) {
   GsaTcStats stats;
   stats.edges = p.graph.n_edges;
   const bool aligned = aligned_rows(p.q, p.q_strides) && aligned_rows(p.k, p.k_strides) &&
@@ -662,16 +847,30 @@ GsaTcStats gsa_forward_cuda_tc(const GsaParams& p, void* stream_ptr, bool relati
   }
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   stats.tensor_cores = true;
+  // 64-row tiles take no relation embeddings: such calls keep 16-row ones.
+  const bool rel = p.rel_emb != nullptr && p.R > 0;
+  const auto ran = [&](const GsaTileView& t) {
+    stats.dense_tiles = t.n_dense;
+    stats.dense_edges = t.dense_edges;
+    stats.tile_rows = t.tile_rows;
+    stats.wide_tiles = t.n_wide;
+  };
+  if (!rel && p.graph.wide_tiles.n_dense >= 0) {  // 64-row tiles planned with the prepared graph
+    GsaParams q = p;
+    q.graph.tiles = p.graph.wide_tiles;
+    ran(q.graph.tiles);
+    run_tiles(q, stream);
+    return stats;
+  }
   if (p.graph.tiles.n_dense >= 0) {  // planned with the prepared graph
-    stats.dense_tiles = p.graph.tiles.n_dense;
-    stats.dense_edges = p.graph.tiles.dense_edges;
+    ran(p.graph.tiles);
     run_tiles(p, stream);
     return stats;
   }
-  const GsaPackedTiles packed = plan_per_call(p, stream, false);
-  stats.dense_tiles = packed.n_dense;
-  stats.dense_edges = packed.dense_edges;
+  const int64_t rows = rel ? kGsaTileRows : tile_rows > 0 ? tile_rows : gsa_tile_rows_from_env();
+  const GsaPackedTiles packed = plan_per_call(p, stream, false, rows);
   const CallTiles tiles(packed, stream);
+  ran(tiles.view());
   GsaParams q = p;
   q.graph.tiles = tiles.view();
   run_tiles(q, stream);

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "kernels/cuda/gsa_cuda.h"
 #include "kernels/cuda/gsa_cuda_backend.h"
+#include "kernels/gsa_tile_plan.h"
 
 namespace sb {
 
@@ -25,18 +26,21 @@ std::string describe(const GsaTcStats& s, const GsaParams& p, bool relations) {
     const std::string why = gsa_cuda_tc_unsupported(p, relations);
     return "lane groups only: " + (why.empty() ? std::string("rows not 16-byte aligned, or an empty call") : why);
   }
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "tensor cores for %lld of %lld edges (%.1f%%, %lld dense tiles%s), lane groups for "
+  char buf[240];
+  char wide[64] = "";
+  if (s.wide_tiles > 0) std::snprintf(wide, sizeof wide, " (%lld of 64 rows)", static_cast<long long>(s.wide_tiles));
+  std::snprintf(buf, sizeof buf, "tensor cores for %lld of %lld edges (%.1f%%, %lld dense tiles%s%s), lane groups for "
                 "the rest", static_cast<long long>(s.dense_edges), static_cast<long long>(s.edges),
                 s.edges > 0 ? 100.0 * static_cast<double>(s.dense_edges) / static_cast<double>(s.edges) : 0.0,
-                static_cast<long long>(s.dense_tiles),
+                static_cast<long long>(s.dense_tiles), wide,
                 p.rel_emb != nullptr ? ", relation embeddings on the tiles too" : "");
   return buf;
 }
 
 class CudaTcBackend final : public GsaCudaBackendBase {
  public:
-  CudaTcBackend(bool strict, std::optional<bool> relations) : strict_(strict), relations_(relations) {}
+  CudaTcBackend(bool strict, std::optional<bool> relations, std::optional<int64_t> tile_rows)
+      : strict_(strict), relations_(relations), tile_rows_(tile_rows) {}
   std::string name() const override { return "cuda:tc"; }
   std::string unsupported(const GsaParams& p) const override {
     const std::string why = GsaCudaBackendBase::unsupported(p);
@@ -46,7 +50,7 @@ class CudaTcBackend final : public GsaCudaBackendBase {
   void forward(const GsaParams& p, void* stream) const override {
     gsa_require_supported(*this, p);
     const bool rel = relations();
-    g_last_stats = gsa_forward_cuda_tc(p, stream, rel);
+    g_last_stats = gsa_forward_cuda_tc(p, stream, rel, tile_rows_.value_or(0));
     g_last_call = describe(g_last_stats, p, rel);
   }
   void backward(const GsaParams& p, void* stream) const override {
@@ -59,11 +63,12 @@ class CudaTcBackend final : public GsaCudaBackendBase {
   bool relations() const { return relations_.has_value() ? *relations_ : gsa_cuda_tc_relations_enabled(); }
   bool strict_;
   std::optional<bool> relations_;
+  std::optional<int64_t> tile_rows_;
 };
 
 std::vector<std::unique_ptr<GsaBackend>> make_tc_backends() {
   std::vector<std::unique_ptr<GsaBackend>> out;
-  out.push_back(std::make_unique<CudaTcBackend>(false, std::nullopt));
+  out.push_back(std::make_unique<CudaTcBackend>(false, std::nullopt, std::nullopt));
   return out;
 }
 
@@ -74,8 +79,12 @@ const GsaBackendRegistrar registrar(GsaBackendRank::cuda, make_tc_backends);
 // Named by kernels/CMakeLists.txt (LINKER:--undefined), so every program linking the CUDA kernels keeps this file.
 extern "C" void sb_gsa_cuda_tc_backends() {}
 
-std::unique_ptr<GsaBackend> make_gsa_cuda_tc_backend(bool strict, std::optional<bool> relations) {
-  return std::make_unique<CudaTcBackend>(strict, relations);
+std::unique_ptr<GsaBackend> make_gsa_cuda_tc_backend(bool strict, std::optional<bool> relations,
+                                                     std::optional<int64_t> tile_rows) {
+  if (tile_rows.has_value() && *tile_rows != kGsaTileRows && *tile_rows != kGsaWideTileRows) {
+    throw Error("make_gsa_cuda_tc_backend: tile_rows = " + std::to_string(*tile_rows) + " (expected 16 or 64)");
+  }
+  return std::make_unique<CudaTcBackend>(strict, relations, tile_rows);
 }
 
 bool gsa_cuda_tc_relations_switch(const char* value) {

@@ -166,6 +166,9 @@ GsaParams make_params(const torch::Tensor& q, const torch::Tensor& k, const torc
     p.graph.tiles = gsa_tile_view(graph.tile_data.data_ptr<int64_t>(), *graph.tile_layout);
     p.graph.src_tiles = gsa_tile_view(graph.src_tile_data.data_ptr<int64_t>(), *graph.src_tile_layout);
   }
+  if (graph.wide_tile_layout != nullptr) {
+    p.graph.wide_tiles = gsa_tile_view(graph.wide_tile_data.data_ptr<int64_t>(), *graph.wide_tile_layout);
+  }
   set_array(p.q, p.q_strides, q);
   set_array(p.k, p.k_strides, k);
   set_array(p.v, p.v_strides, v);

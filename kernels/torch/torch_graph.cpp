@@ -60,15 +60,21 @@ TorchGraph TorchGraph::from_host(const GsaHostGraph& h, torch::Device device) {
   t.cpu_plans = std::make_shared<const GsaCpuPlans>(h.cpu_plans);
   if (device.is_cuda()) {  // planned once here, so no tensor-core call plans again
     const auto tiles = [&](const std::vector<int64_t>& ptr, const std::vector<int32_t>& col, const GsaPackedSchedule& s,
-                           torch::Tensor& data, std::shared_ptr<const GsaPackedTiles>& layout) {
-      GsaPackedTiles packed = gsa_pack_tiles(gsa_tile_plan(ptr.data(), col.data(), h.n_nodes), s.data, s.n_pieces,
-                                             s.n_split);
+                           torch::Tensor& data, std::shared_ptr<const GsaPackedTiles>& layout, int64_t rows) {
+      GsaTileOptions options;
+      options.rows = rows;
+      GsaPackedTiles packed = gsa_pack_tiles(gsa_tile_plan(ptr.data(), col.data(), h.n_nodes, options), s.data,
+                                             s.n_pieces, s.n_split);
       data = upload(packed.data.data(), static_cast<int64_t>(packed.data.size()), torch::kInt64, device);
       packed.data.clear();
       layout = std::make_shared<const GsaPackedTiles>(std::move(packed));
     };
-    tiles(h.row_ptr, h.col, h.row_schedule, t.tile_data, t.tile_layout);
-    tiles(h.t_row_ptr, h.t_col, h.src_schedule, t.src_tile_data, t.src_tile_layout);
+    tiles(h.row_ptr, h.col, h.row_schedule, t.tile_data, t.tile_layout, kGsaTileRows);
+    tiles(h.t_row_ptr, h.t_col, h.src_schedule, t.src_tile_data, t.src_tile_layout, kGsaTileRows);
+    // SB_CUDA_TC_ROWS=64: 64-row tiles for the forward as well (the backward keeps the 16-row ones).
+    if (gsa_tile_rows_from_env() == kGsaWideTileRows) {
+      tiles(h.row_ptr, h.col, h.row_schedule, t.wide_tile_data, t.wide_tile_layout, kGsaWideTileRows);
+    }
   }
   return t;
 }

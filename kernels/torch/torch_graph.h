@@ -44,6 +44,10 @@ struct TorchGraph : torch::CustomClassHolder {
   // and their layouts (data left empty); undefined and null on other devices.
   torch::Tensor tile_data, src_tile_data;
   std::shared_ptr<const GsaPackedTiles> tile_layout, src_tile_layout;
+  // With SB_CUDA_TC_ROWS=64 (read when the graph is prepared): 64-row tiles by destination for the forward; else
+  // undefined and null.
+  torch::Tensor wide_tile_data;
+  std::shared_ptr<const GsaPackedTiles> wide_tile_layout;
 
   static TorchGraph from_graph(const Graph& g, torch::Device device = torch::kCPU);
   // From the destination CSR as tensors on one device (what prepare_graph takes): row_ptr [N + 1] int64,

@@ -1,13 +1,17 @@
 // Forward timing of the lane groups ("cuda") beside the tensor-core forward ("cuda:tc") on one graph, bf16, through
 // the plain launchers (no LibTorch): ms per call (CUDA events, after warm-up), tokens/s, the share of edges on tensor
 // cores, the host planning time per call, forward+backward times, and the largest output difference between the two.
-// Run: build/tests/kernels/bench_gsa_cuda_tc window w=128 4096 4 [H=8 D=64 iters=20 min_density=0.25]
+// With SB_CUDA_TC_ROWS=64 also the forward on 64-row tiles (prepared and per call; the backward on 16-row tiles) and
+// its difference from the 16-row tiles'.
+// Run: build/tests/kernels/bench_gsa_cuda_tc window w=128 4096 4 [H=8 D=64 iters=20 min_density=0.35
+// min_density_64=min_density]
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,7 +47,8 @@ using sb::test::f32_to_bf16;
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: %s PATTERN PARAM=VALUE|- N B [H] [D] [ITERS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s PATTERN PARAM=VALUE|- N B [H] [D] [ITERS] [MIN_DENSITY] [MIN_DENSITY_64]\n",
+                 argv[0]);
     return 2;
   }
   const std::string pattern = argv[1];
@@ -61,6 +66,15 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const sb::GsaTilePlan plan = sb::gsa_tile_plan(hg.row_ptr.data(), hg.col.data(), N, options);
   const double plan_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const bool wide = sb::gsa_tile_rows_from_env() == sb::kGsaWideTileRows;  // SB_CUDA_TC_ROWS=64: 64-row runs too
+  sb::GsaTileOptions wide_options = options;
+  wide_options.rows = sb::kGsaWideTileRows;
+  if (argc > 9) wide_options.min_density = std::atof(argv[9]);
+  const auto t1 = std::chrono::steady_clock::now();
+  const sb::GsaTilePlan wide_plan =
+      wide ? sb::gsa_tile_plan(hg.row_ptr.data(), hg.col.data(), N, wide_options) : sb::GsaTilePlan{};
+  const double wide_plan_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
 
   double executed = 0.0;  // tile elements of the dense tiles (16 rows x union each)
   for (int64_t i = 0; i < plan.n_dense(); ++i) {
@@ -105,7 +119,10 @@ int main(int argc, char** argv) {
   p.lse = lse;
 
   const sb::GsaBackend* lanes = sb::find_gsa_backend("cuda");
-  const std::unique_ptr<sb::GsaBackend> tc = sb::make_gsa_cuda_tc_backend(false);
+  // Per-call plans with 16 and 64 rows whatever SB_CUDA_TC_ROWS says.
+  const std::unique_ptr<sb::GsaBackend> tc = sb::make_gsa_cuda_tc_backend(false, std::nullopt, sb::kGsaTileRows);
+  const std::unique_ptr<sb::GsaBackend> tc64 =
+      sb::make_gsa_cuda_tc_backend(false, std::nullopt, sb::kGsaWideTileRows);
   const int64_t ws = lanes->forward_workspace_bytes(p);
   void* workspace = nullptr;
   ok(cudaMalloc(&workspace, std::max<int64_t>(1, ws)), "workspace");
@@ -127,17 +144,38 @@ int main(int argc, char** argv) {
       sb::gsa_pack_tiles(sb::gsa_tile_plan(hg.t_row_ptr.data(), hg.t_col.data(), N, options), hg.src_schedule.data,
                          hg.src_schedule.n_pieces, hg.src_schedule.n_split);
   const sb::GsaTileView src_prepared = sb::gsa_tile_view(upload(src_packed.data), src_packed);
+  sb::GsaTileView wide_prepared;
+  if (wide) {
+    const sb::GsaPackedTiles wide_packed =
+        sb::gsa_pack_tiles(wide_plan, hg.row_schedule.data, hg.row_schedule.n_pieces, hg.row_schedule.n_split);
+    wide_prepared = sb::gsa_tile_view(upload(wide_packed.data), wide_packed);
+    std::printf("  64-row plan (min density %.2f): %lld of %lld 64-row tiles dense, %lld 16-row tiles after them, %.1f%% "
+                "of edges on tensor cores, host plan %.2f ms\n", wide_options.min_density,
+                static_cast<long long>(wide_plan.n_wide),
+                static_cast<long long>(wide_plan.n_tiles),
+                static_cast<long long>(wide_plan.n_dense() - wide_plan.n_wide),
+                100.0 * static_cast<double>(wide_plan.dense_edges) /
+                    std::max<double>(1.0, static_cast<double>(hg.n_edges())),
+                wide_plan_ms);
+  }
   std::vector<std::vector<uint16_t>> outs;
   struct Run {
     const sb::GsaBackend* backend;
     const char* what;
     bool tiles;
+    bool wide;  // the forward on 64-row tiles (prepared ones with `tiles`)
   };
-  for (const Run& run :
-       {Run{lanes, "", false}, Run{tc.get(), "prepared", true}, Run{tc.get(), "per call", false}}) {
+  std::vector<Run> runs = {Run{lanes, "", false, false}, Run{tc.get(), "prepared", true, false},
+                           Run{tc.get(), "per call", false, false}};
+  if (wide) {
+    runs.push_back(Run{tc64.get(), "64 prep.", true, true});
+    runs.push_back(Run{tc64.get(), "64 call", false, true});
+  }
+  for (const Run& run : runs) {
     const sb::GsaBackend* b = run.backend;
     p.graph.tiles = run.tiles ? prepared : sb::GsaTileView{};
     p.graph.src_tiles = run.tiles ? src_prepared : sb::GsaTileView{};
+    p.graph.wide_tiles = run.tiles && run.wide ? wide_prepared : sb::GsaTileView{};
     for (int i = 0; i < 3; ++i) b->forward(p, nullptr);
     ok(cudaDeviceSynchronize(), "warm-up");
     cudaEvent_t start, stop;
@@ -155,7 +193,7 @@ int main(int argc, char** argv) {
                 4.0 * static_cast<double>(hg.n_edges() * H * D * B) / (ms * 1e9));
     outs.emplace_back(size);
     ok(cudaMemcpy(outs.back().data(), o, size * 2, cudaMemcpyDeviceToHost), "o to host");
-    if (!run.tiles && b == tc.get()) continue;  // backward per call: the forward's figure says enough
+    if (!run.tiles && b != lanes) continue;  // backward per call: the forward's figure says enough
     // Forward + backward (the backward's workspaces as the backend asks).
     const sb::GsaWorkspace need = b->backward_workspace(p);
     sb::GsaParams pb = p;
@@ -196,5 +234,14 @@ int main(int argc, char** argv) {
   }
   std::printf("  max |o(cuda) - o(cuda:tc)| = %.3g, per call bitwise equal to prepared: %s\n", diff,
               outs[1] == outs[2] ? "yes" : "NO");
+  if (wide) {
+    double wide_diff = 0.0;
+    for (size_t i = 0; i < size; ++i) {
+      wide_diff =
+          std::max(wide_diff, std::fabs(static_cast<double>(bf16_to_f32(outs[1][i])) - bf16_to_f32(outs[3][i])));
+    }
+    std::printf("  max |o(16-row tiles) - o(64-row tiles)| = %.3g, 64-row per call bitwise equal to prepared: %s\n",
+                wide_diff, outs[3] == outs[4] ? "yes" : "NO");
+  }
   return 0;
 }

@@ -8,11 +8,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "gpu_checks_smoke: $*" >&2; exit 1; }
 
-# Stand-ins: every tool appends its name, SB_CUDA_KERNELS, arguments and SB_CUDA_GRAPHS to calls.txt.
+# Stand-ins: every tool appends its name, SB_CUDA_KERNELS, SB_CUDA_TC_ROWS (when set), arguments and SB_CUDA_GRAPHS to
+# calls.txt.
 mkdir -p "$tmp/bin" "$tmp/build/harness" "$tmp/build/tests/kernels" "$tmp/build/kernels" "$tmp/torch/lib"
 cat >"$tmp/stub" <<EOF
 #!/usr/bin/env bash
-echo "\$(basename "\$0") kernels=\${SB_CUDA_KERNELS:-} \$* graphs=\${SB_CUDA_GRAPHS:-}" >>"$tmp/calls.txt"
+echo "\$(basename "\$0") kernels=\${SB_CUDA_KERNELS:-} \${SB_CUDA_TC_ROWS:+rows=\$SB_CUDA_TC_ROWS }\$* graphs=\${SB_CUDA_GRAPHS:-}" \
+  >>"$tmp/calls.txt"
 case "\$(basename "\$0")" in
   sparsebench) [ "\$1" = pattern ] && for a in "\$@"; do [ "\${prev:-}" = --export ] && echo '{}' >"\$a"; prev=\$a; done ;;
   test_gsa_cuda) echo '[  PASSED  ] 12 tests.' ;;
@@ -44,7 +46,7 @@ PATH="$tmp/bin:$PATH" SB_BASELINE="$tmp/build/harness/sparsebench" \
 [ -f "$tmp/out/gpu.tgz" ] && [ -f "$tmp/out/summary.txt" ] || fail "no gpu.tgz and summary.txt in OUT_DIR"
 for s in test_gsa_cuda test_gsa_op_cuda sweep sweep_tc_rel sweep_tc sweep_groups sweep_warp sweep_baseline tc_window \
          tc_bpt4 \
-         tc_bigbird flex_1024 flex_4096 flex_16384 flex_window_4096; do
+         tc_bigbird tc64_window tc64_bpt tc64_bigbird flex_1024 flex_4096 flex_16384 flex_window_4096; do
   grep -q "^$s: exit 0 after" "$tmp/out/summary.txt" || fail "summary has no line for step $s"
 done
 grep -q "test_gsa_cuda: \[  PASSED  \] 12 tests." "$tmp/out/summary.txt" || fail "test results missing from the summary"
@@ -60,6 +62,12 @@ grep -q "^sparsebench kernels= run scenarios/gpu_bf16.json .*norel_tc --set atte
   fail "sweep_tc not on the default kernels without relations"
 grep -q "^sparsebench kernels=warp run scenarios/gpu_bf16.json" "$tmp/calls.txt" || fail "sweep_warp not on warp kernels"
 grep -q "^bench_gsa_cuda_tc kernels= window w=128 4096 4" "$tmp/calls.txt" || fail "tc bench of the window missing"
+# The 64-row runs get SB_CUDA_TC_ROWS=64, the 16-row ones do not.
+grep -q "^bench_gsa_cuda_tc kernels= rows=64 window w=128 4096 4 graphs=" "$tmp/calls.txt" ||
+  fail "tc bench of the window on 64-row tiles missing"
+grep -q "^bench_gsa_cuda_tc kernels= rows=64 bpt k=4 4096 4 8 64 20 0.35 0.15 graphs=" "$tmp/calls.txt" ||
+  fail "tc bench of bpt on 64-row tiles missing"
+[ "$(grep -c "^bench_gsa_cuda_tc kernels= rows=64 " "$tmp/calls.txt")" = 3 ] || fail "not three 64-row tc benches"
 grep -q "^sparsebench kernels= run scenarios/gpu_bf16.json --no-plot --out" "$tmp/calls.txt" || fail "main sweep missing"
 grep -q "fig7_throughput\|^ncu\|^compute-sanitizer" "$tmp/calls.txt" && fail "steps not asked for ran"
 # FlexAttention gets 16384 tokens per call: batch 16 at n=1024.

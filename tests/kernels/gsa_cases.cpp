@@ -283,7 +283,7 @@ const std::vector<GsaDtypeRows>& gsa_dtype_rows() {
 
 GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProblem& prob,
                              const std::vector<double>& d_o_in, GsaDtype dtype, GsaTestMemory& mem,
-                             bool prepared_plans) {
+                             bool prepared_plans, std::optional<GsaTileOptions> wide) {
   const GsaHostGraph hg(g);
   GsaParams p;
   p.graph.row_ptr = static_cast<const int64_t*>(put_vector(mem, hg.row_ptr).ptr);
@@ -315,6 +315,17 @@ GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProbl
         gsa_pack_tiles(gsa_tile_plan(hg.t_row_ptr.data(), hg.t_col.data(), hg.n_nodes), by_src.data,
                        by_src.n_pieces, by_src.n_split);
     p.graph.src_tiles = gsa_tile_view(static_cast<const int64_t*>(put_vector(mem, src_tiles.data).ptr), src_tiles);
+    if (!wide.has_value()) {
+      wide = GsaTileOptions{};
+      wide->rows = gsa_tile_rows_from_env();
+    }
+    if (wide->rows == kGsaWideTileRows) {
+      const GsaPackedTiles wide_tiles =
+          gsa_pack_tiles(gsa_tile_plan(hg.row_ptr.data(), hg.col.data(), hg.n_nodes, *wide), by_dst.data,
+                         by_dst.n_pieces, by_dst.n_split);
+      p.graph.wide_tiles =
+          gsa_tile_view(static_cast<const int64_t*>(put_vector(mem, wide_tiles.data).ptr), wide_tiles);
+    }
   }
   p.dtype = dtype;
   p.B = prob.B;

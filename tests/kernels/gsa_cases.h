@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/gsa_backend.h"
+#include "kernels/gsa_tile_plan.h"
 #include "patterns/graph.h"
 #include "patterns/pattern.h"
 #include "tests/kernels/gsa_reference.h"
@@ -112,10 +114,11 @@ struct GsaRunOutputs {
 // Runs backend b forward (and backward when d_o is non-empty) on the problem in `dtype`, its inputs
 // rounded to that dtype, through `mem` on the backend's device. b must support the call. The CPU kernels read the
 // plans the prepared graph made (as the op's calls do), or without prepared_plans make them per call; so do the CUDA
-// tensor-core forward's dense tiles.
+// tensor-core forward's dense tiles. wide: whether the prepared CUDA graph also carries 64-row tiles for the forward
+// (GsaGraphView::wide_tiles), planned with these options (rows 64), or not (rows 16); unset: as SB_CUDA_TC_ROWS says.
 GsaRunOutputs run_on_backend(const GsaBackend& b, const Graph& g, const RefProblem& prob,
                              const std::vector<double>& d_o, GsaDtype dtype, GsaTestMemory& mem,
-                             bool prepared_plans = true);
+                             bool prepared_plans = true, std::optional<GsaTileOptions> wide = std::nullopt);
 
 // x rounded to dtype's precision (as run_on_backend hands it to a backend), and a problem with every input so rounded:
 // the reference on it leaves only a kernel's own rounding to compare, gradients of half types included.

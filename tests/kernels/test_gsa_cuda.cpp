@@ -2,8 +2,9 @@
 // forward forced on ("cuda:tc", strict: its table rows outside bf16/fp16 without relations are "not supported"),
 // against the double reference (fp32, fp64; fp16/bf16 outputs at half-precision tolerance) through device memory;
 // relation embeddings on the tensor-core tiles (forced on, whatever SB_CUDA_TC_RELATIONS says) with every output and
-// gradient against the reference on the rounded inputs; plus determinism. Skips with a reason when there is no CUDA
-// device. Run: ctest -R test_gsa_cuda
+// gradient against the reference on the rounded inputs; the forward on 64-row tiles forced on (whatever
+// SB_CUDA_TC_ROWS says) against the reference and the 16-row tiles; plus determinism. Skips with a reason when there
+// is no CUDA device. Run: ctest -R test_gsa_cuda
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -291,6 +292,149 @@ TEST(GsaCudaTc, ManyTilesWithRelationsMatchReferenceAndLaneGroupsBitwiseRepeatab
         if (gr.pattern == "window") EXPECT_EQ(stats.dense_edges, g.n_edges());
         if (gr.pattern == "bpt") EXPECT_LT(stats.dense_edges, g.n_edges());
         EXPECT_NE(words.find("relation embeddings on the tiles too"), std::string::npos) << words;
+      }
+    }
+  }
+}
+
+// Options of 64-row plans: the default density rule, and a lower floor that puts bpt's token tiles (density ~0.19 in
+// 64-row tiles) on the 64-row kernel.
+GsaTileOptions wide_options(double min_density = GsaTileOptions{}.min_density) {
+  GsaTileOptions o;
+  o.min_density = min_density;
+  o.rows = kGsaWideTileRows;
+  return o;
+}
+
+// The forward on 64-row tiles forced on (prepared 64-row tiles, and tiles planned per call with 64 rows, whatever
+// SB_CUDA_TC_ROWS says): every table row without relations, bf16 and fp16, o, lse and (the backward on 16-row tiles
+// after it) dq, dk, dv against the reference on the rounded inputs; the statistics say the plan had 64 rows. Prints
+// how many rows ran and how many ran 64-row tiles (a pattern may have none at the density rule).
+class GsaCudaTcWideTable : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GsaCudaTcWideTable, TensorCoreForwardOn64RowTilesMatchesDoubleReference) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const std::unique_ptr<GsaBackend> tc = make_gsa_cuda_tc_backend(true, false, kGsaWideTileRows);
+  CudaMemory mem;
+  int ran = 0, on_wide = 0;
+  std::map<std::string, int> unsupported;
+  for (const GsaCase& c : gsa_case_table(find_pattern(GetParam()))) {
+    if (c.rel) continue;
+    const Graph& g = case_graph(c);
+    const RefProblem prob = make_problem(c, g);
+    const std::vector<double> d_o = make_d_o(c, g);
+    for (const GsaDtypeRows& rows : half_rows_with_gradients()) {
+      GsaParams shape;
+      shape.dtype = rows.dtype;
+      shape.B = prob.B;
+      shape.N = prob.N;
+      shape.H = prob.H;
+      shape.D = prob.D;
+      const std::string why = tc->unsupported(shape);
+      if (!why.empty()) {
+        unsupported[why]++;
+        continue;
+      }
+      const RefResult ref =
+          reference_attention(rounded_problem(prob, rows.dtype), DenseMask(g), rounded_to(d_o, rows.dtype));
+      for (bool prepared : {true, false}) {
+        SCOPED_TRACE(c.id() + " " + gsa_dtype_name(rows.dtype) + (prepared ? " prepared" : " planned per call"));
+        const GsaRunOutputs run = run_on_backend(*tc, g, prob, d_o, rows.dtype, mem, prepared, wide_options());
+        const GsaTcStats forward = gsa_cuda_tc_last_stats(), backward = gsa_cuda_tc_last_stats(true);
+        ++ran;
+        if (forward.wide_tiles > 0) ++on_wide;
+        EXPECT_TRUE(forward.tensor_cores && backward.tensor_cores) << "ran on the lane groups whole";
+        EXPECT_EQ(forward.tile_rows, kGsaWideTileRows);
+        EXPECT_EQ(backward.tile_rows, kGsaTileRows);
+        EXPECT_LE(forward.wide_tiles, forward.dense_tiles);
+        EXPECT_EQ(compare_run(ref, run, rows), "");
+      }
+    }
+  }
+  std::string skipped;
+  for (const auto& [why, n] : unsupported) skipped += "; " + std::to_string(n) + " x " + why;
+  std::printf("[ table    ] %s cuda:tc 64-row tiles: %d runs (%d with 64-row tiles)%s\n", GetParam().c_str(), ran,
+              on_wide, skipped.empty() ? "" : (", not supported" + skipped).c_str());
+  EXPECT_GT(ran, 0) << "no row ran";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPatterns, GsaCudaTcWideTable, ::testing::ValuesIn(pattern_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// 64-row tiles on graphs of many tiles: window w=128 (every tile a 64-row tile, 191-column unions) and bpt k=4 (token
+// tiles as 64-row tiles at density floor 0.15, span nodes on the lane groups), n = 1025 and 4096, every head dimension
+// the tensor cores take, both half types: outputs against the reference; o, lse, dq, dk, dv against the 16-row path
+// (same rounded inputs); two runs bitwise equal, and for window tiles planned per call too; the statistics say the
+// 64-row kernel ran (so a silent fall-back to 16-row tiles or the lane groups fails).
+TEST(GsaCudaTc, WideTilesMatchReferenceAnd16RowTilesBitwiseRepeatably) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const std::unique_ptr<GsaBackend> tc64 = make_gsa_cuda_tc_backend(true, false, kGsaWideTileRows);
+  const std::unique_ptr<GsaBackend> tc16 = make_gsa_cuda_tc_backend(true, false, kGsaTileRows);
+  struct Graphs {
+    std::string pattern;
+    Params params;
+    double min_density;
+  };
+  for (const Graphs& gr : {Graphs{"window", {{"w", 128}}, GsaTileOptions{}.min_density},
+                           Graphs{"bpt", {{"k", 4}}, 0.15}}) {
+    for (int64_t n : {1025, 4096}) {
+      for (int64_t D : {16, 32, 64, 128}) {
+        if (n == 4096 && (D == 16 || D == 32)) continue;  // the reference's CPU time
+        const GsaCase c{gr.pattern, gr.params, n, true, D, 2, 2, false};
+        const Graph& g = case_graph(c);
+        const RefProblem prob = make_problem(c, g);
+        const std::vector<double> d_o = make_d_o(c, g);
+        const RefResult ref = reference_attention(prob, DenseMask(g), {});
+        for (const GsaDtypeRows& rows : gsa_dtype_rows()) {
+          if (rows.dtype != GsaDtype::bf16 && rows.dtype != GsaDtype::f16) continue;
+          SCOPED_TRACE(c.id() + " " + gsa_dtype_name(rows.dtype));
+          const double grad_tol = rows.dtype == GsaDtype::bf16 ? 3e-2 : 1e-2;
+          const GsaTileOptions wide = wide_options(gr.min_density);
+          CudaMemory mem;
+          const GsaRunOutputs a = run_on_backend(*tc64, g, prob, d_o, rows.dtype, mem, true, wide);
+          const GsaTcStats stats = gsa_cuda_tc_last_stats();
+          const GsaTcStats backward_stats = gsa_cuda_tc_last_stats(true);
+          const GsaRunOutputs b = run_on_backend(*tc64, g, prob, d_o, rows.dtype, mem, true, wide);
+          const GsaRunOutputs narrow = run_on_backend(*tc16, g, prob, d_o, rows.dtype, mem, true, GsaTileOptions{});
+          const GsaTcStats narrow_stats = gsa_cuda_tc_last_stats();
+          EXPECT_EQ(compare_run(ref, a, rows), "");
+          {
+            SCOPED_TRACE("two runs");
+            expect_equal_runs(a, b);
+          }
+          if (gr.pattern == "window") {  // per call: the default rule, the same plan as prepared
+            SCOPED_TRACE("tiles planned per call");
+            const GsaRunOutputs per_call = run_on_backend(*tc64, g, prob, d_o, rows.dtype, mem, false);
+            const GsaTcStats per_call_stats = gsa_cuda_tc_last_stats();
+            expect_equal_runs(a, per_call);
+            EXPECT_EQ(per_call_stats.wide_tiles, stats.wide_tiles);
+          }
+          EXPECT_TRUE(stats.tensor_cores);
+          EXPECT_EQ(stats.tile_rows, kGsaWideTileRows);
+          EXPECT_GT(stats.wide_tiles, 0) << "the 64-row kernel did not run";
+          EXPECT_EQ(narrow_stats.tile_rows, kGsaTileRows);
+          EXPECT_EQ(narrow_stats.wide_tiles, 0);
+          EXPECT_EQ(stats.edges, g.n_edges());
+          if (gr.pattern == "window") {
+            EXPECT_EQ(stats.wide_tiles, (n + kGsaWideTileRows - 1) / kGsaWideTileRows);
+            EXPECT_EQ(stats.dense_edges, g.n_edges());
+          }
+          if (gr.pattern == "bpt") EXPECT_LT(stats.dense_edges, g.n_edges());
+          EXPECT_EQ(near(a.o, narrow.o, rows.tol.out_tol), "") << "o";
+          ASSERT_EQ(a.lse.size(), narrow.lse.size());
+          for (size_t i = 0; i < a.lse.size(); ++i) {
+            if (std::isinf(narrow.lse[i])) {
+              EXPECT_TRUE(std::isinf(a.lse[i])) << "lse " << i;
+            } else {
+              EXPECT_NEAR(a.lse[i], narrow.lse[i], 1e-3 * std::max(1.0, std::fabs(narrow.lse[i]))) << "lse " << i;
+            }
+          }
+          EXPECT_EQ(near(a.dq, narrow.dq, grad_tol), "") << "dq";
+          EXPECT_EQ(near(a.dk, narrow.dk, grad_tol), "") << "dk";
+          EXPECT_EQ(near(a.dv, narrow.dv, grad_tol), "") << "dv";
+          EXPECT_TRUE(backward_stats.tensor_cores);
+          EXPECT_EQ(backward_stats.tile_rows, kGsaTileRows);
+        }
       }
     }
   }

@@ -1,8 +1,9 @@
-// GsaTilePlan: 16-row tiles cover every edge exactly once (dense tiles' masks plus fallback rows), masks and unions
-// match the graph, each tile's edge list (gsa_tile_edge) names the edge of every mask bit, the fallback schedule keeps
-// only fallback rows; and a double-precision emulation of the tensor-core tiles' arithmetic (gather, S = Q K^T plus
-// the relation term, mask, online softmax over 32-column chunks, P V; dq with its relation term and per-edge dS for
-// d_rel_emb) matches the dense reference. No GPU. Run: build/tests/kernels/test_gsa_tile_plan
+// GsaTilePlan: 16- and 64-row tiles cover every edge exactly once (dense tiles' masks plus fallback rows), masks and
+// unions match the graph, each tile's edge list (gsa_tile_edge) names the edge of every mask bit, the fallback
+// schedule keeps only fallback rows, SB_CUDA_TC_ROWS takes 16 or 64; and a double-precision emulation of the
+// tensor-core tiles' arithmetic (gather, S = Q K^T plus the relation term, mask, online softmax over 32-column chunks,
+// P V; dq with its relation term and per-edge dS for d_rel_emb) matches the dense reference. No GPU.
+// Run: build/tests/kernels/test_gsa_tile_plan
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +11,10 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kernels/gsa_split_plan.h"
 #include "kernels/gsa_tile_plan.h"
 #include "tests/kernels/gsa_cases.h"
@@ -19,60 +22,103 @@
 namespace sb::test {
 namespace {
 
+// Dense tile i of a plan holds rows [r0, r1) of g (tile_rows rows in its mask): its union is exactly their sources,
+// sorted and unique; its mask bits are exactly their edges. Marks the rows in row_owner; returns the tile's edges.
+int64_t check_dense_tile(const Graph& g, const GsaTilePlan& plan, int64_t i, int64_t r0, int64_t r1,
+                         int64_t tile_rows, std::vector<int>& row_owner) {
+  std::set<int32_t> sources;
+  for (int64_t e = g.row_ptr[r0]; e < g.row_ptr[r1]; ++e) sources.insert(g.col[e]);
+  EXPECT_EQ(plan.rows_of(i), tile_rows) << "dense tile " << i;
+  EXPECT_EQ(plan.first_row(i), r0) << "dense tile " << i;
+  const std::vector<int32_t> unions(plan.union_col.begin() + plan.union_ptr[i],
+                                    plan.union_col.begin() + plan.union_ptr[i + 1]);
+  EXPECT_EQ(unions, std::vector<int32_t>(sources.begin(), sources.end())) << "dense tile " << i;
+  EXPECT_EQ(plan.mask_ptr[i + 1] - plan.mask_ptr[i], tile_rows * plan.words(i)) << "dense tile " << i;
+  int64_t edges = 0;
+  for (int64_t r = 0; r < tile_rows; ++r) {
+    const int64_t u = r0 + r;
+    std::set<int32_t> row;
+    if (u < r1) {
+      row_owner[u] += 1;
+      row.insert(g.col.begin() + g.row_ptr[u], g.col.begin() + g.row_ptr[u + 1]);
+      EXPECT_EQ(static_cast<int64_t>(row.size()), g.row_ptr[u + 1] - g.row_ptr[u]) << "row " << u;
+    }
+    int64_t bits = 0;
+    for (int64_t c = 0; c < plan.words(i) * kGsaTileMaskBits; ++c) {
+      const bool bit = plan.mask_bit(i, r, c);
+      bits += bit ? 1 : 0;
+      if (c >= static_cast<int64_t>(unions.size())) {
+        EXPECT_FALSE(bit) << "row " << u << ": bit past the union";
+      } else {
+        EXPECT_EQ(bit, row.count(unions[c]) == 1) << "row " << u << " column " << unions[c];
+      }
+    }
+    EXPECT_EQ(bits, static_cast<int64_t>(row.size()));
+    edges += bits;
+  }
+  return edges;
+}
+
+// Sources, edges and the density rule's verdict of rows [r0, r1) as one tile.
+bool dense_by_rule(const Graph& g, int64_t r0, int64_t r1, const GsaTileOptions& opt, int64_t* n_union = nullptr,
+                   double* density_out = nullptr) {
+  std::set<int32_t> sources;
+  for (int64_t e = g.row_ptr[r0]; e < g.row_ptr[r1]; ++e) sources.insert(g.col[e]);
+  const int64_t edges = g.row_ptr[r1] - g.row_ptr[r0];
+  const double density = sources.empty() ? 0.0 : double(edges) / double((r1 - r0) * int64_t(sources.size()));
+  if (n_union != nullptr) *n_union = static_cast<int64_t>(sources.size());
+  if (density_out != nullptr) *density_out = density;
+  return !sources.empty() && density >= opt.min_density && static_cast<int64_t>(sources.size()) <= opt.max_union;
+}
+
 // Every edge lies in exactly one place: a set mask bit of a dense tile, or a fallback row; no mask bit without an
-// edge; unions sorted, unique and exactly the tile's sources; densities as defined.
+// edge; unions sorted, unique and exactly the tile's sources; densities as defined. 64-row plans: the 64-row tiles
+// that pass the rule first, then the 16-row tiles of those that fail it that pass it, the rest fallback rows.
 void check_cover(const Graph& g, const GsaTilePlan& plan, const GsaTileOptions& opt) {
-  const int64_t n = g.n_nodes();
-  ASSERT_EQ(plan.n_tiles, (n + kGsaTileRows - 1) / kGsaTileRows);
+  const int64_t n = g.n_nodes(), R = opt.rows;
+  ASSERT_EQ(plan.tile_rows, R);
+  ASSERT_EQ(plan.n_tiles, (n + R - 1) / R);
   ASSERT_EQ(plan.union_ptr.size(), plan.dense_tile.size() + 1);
   ASSERT_EQ(plan.mask_ptr.size(), plan.dense_tile.size() + 1);
+  if (R == kGsaTileRows) ASSERT_EQ(plan.n_wide, 0);
   std::vector<int> row_owner(static_cast<size_t>(n), 0);  // 1: in a dense tile, 2: fallback
   for (int64_t u : plan.fallback_rows) row_owner[u] += 2;
   int64_t dense_edges = 0;
-  size_t next_dense = 0;
+  size_t next_dense = 0, next_narrow = static_cast<size_t>(plan.n_wide);
   for (int64_t t = 0; t < plan.n_tiles; ++t) {
-    const int64_t r0 = t * kGsaTileRows, r1 = std::min(n, r0 + kGsaTileRows);
-    std::set<int32_t> sources;
-    for (int64_t e = g.row_ptr[r0]; e < g.row_ptr[r1]; ++e) sources.insert(g.col[e]);
-    const int64_t edges = g.row_ptr[r1] - g.row_ptr[r0];
-    EXPECT_EQ(plan.tile_union[t], static_cast<int64_t>(sources.size()));
-    EXPECT_EQ(plan.tile_edges[t], edges);
-    const double density = sources.empty() ? 0.0 : double(edges) / double((r1 - r0) * int64_t(sources.size()));
+    const int64_t r0 = t * R, r1 = std::min(n, r0 + R);
+    int64_t n_union = 0;
+    double density = 0.0;
+    const bool dense = dense_by_rule(g, r0, r1, opt, &n_union, &density);
+    EXPECT_EQ(plan.tile_union[t], n_union);
+    EXPECT_EQ(plan.tile_edges[t], g.row_ptr[r1] - g.row_ptr[r0]);
     EXPECT_DOUBLE_EQ(plan.tile_density[t], density);
-    const bool dense = !sources.empty() && density >= opt.min_density &&
-                       static_cast<int64_t>(sources.size()) <= opt.max_union;
     ASSERT_EQ(plan.tile_dense[t] != 0, dense) << "tile " << t;
-    if (!dense) continue;
-    ASSERT_LT(next_dense, plan.dense_tile.size());
-    const int64_t i = static_cast<int64_t>(next_dense++);
-    ASSERT_EQ(plan.dense_tile[i], t);
-    const std::vector<int32_t> unions(plan.union_col.begin() + plan.union_ptr[i],
-                                      plan.union_col.begin() + plan.union_ptr[i + 1]);
-    ASSERT_EQ(unions, std::vector<int32_t>(sources.begin(), sources.end()));
-    ASSERT_EQ(plan.mask_ptr[i + 1] - plan.mask_ptr[i], kGsaTileRows * plan.words(i));
-    for (int64_t r = 0; r < kGsaTileRows; ++r) {
-      const int64_t u = r0 + r;
-      std::set<int32_t> row;
-      if (u < n) {
-        row_owner[u] += 1;
-        row.insert(g.col.begin() + g.row_ptr[u], g.col.begin() + g.row_ptr[u + 1]);
-        EXPECT_EQ(static_cast<int64_t>(row.size()), g.row_ptr[u + 1] - g.row_ptr[u]) << "row " << u;
-      }
-      int64_t bits = 0;
-      for (int64_t c = 0; c < plan.words(i) * kGsaTileMaskBits; ++c) {
-        const bool bit = plan.mask_bit(i, r, c);
-        bits += bit ? 1 : 0;
-        if (c >= static_cast<int64_t>(unions.size())) {
-          EXPECT_FALSE(bit) << "tile " << t << " row " << r << ": bit past the union";
-        } else {
-          EXPECT_EQ(bit, row.count(unions[c]) == 1) << "tile " << t << " row " << r << " column " << unions[c];
-        }
-      }
-      EXPECT_EQ(bits, static_cast<int64_t>(row.size()));
-      dense_edges += bits;
+    if (dense) {
+      ASSERT_LT(next_dense, plan.dense_tile.size());
+      const int64_t i = static_cast<int64_t>(next_dense++);
+      ASSERT_EQ(plan.dense_tile[i], t);
+      SCOPED_TRACE("tile " + std::to_string(t));
+      dense_edges += check_dense_tile(g, plan, i, r0, r1, R, row_owner);
+      continue;
+    }
+    if (R == kGsaTileRows) continue;
+    for (int64_t s0 = r0; s0 < r1; s0 += kGsaTileRows) {  // a 64-row tile that fails: its 16-row tiles
+      const int64_t s1 = std::min(n, s0 + kGsaTileRows);
+      if (!dense_by_rule(g, s0, s1, opt)) continue;
+      ASSERT_LT(next_narrow, plan.dense_tile.size());
+      const int64_t i = static_cast<int64_t>(next_narrow++);
+      ASSERT_EQ(plan.dense_tile[i], s0 / kGsaTileRows);
+      SCOPED_TRACE("16-row tile " + std::to_string(s0 / kGsaTileRows));
+      dense_edges += check_dense_tile(g, plan, i, s0, s1, kGsaTileRows, row_owner);
     }
   }
-  EXPECT_EQ(next_dense, plan.dense_tile.size());
+  if (R == kGsaTileRows) {
+    EXPECT_EQ(next_dense, plan.dense_tile.size());
+  } else {
+    EXPECT_EQ(static_cast<int64_t>(next_dense), plan.n_wide);
+    EXPECT_EQ(next_narrow, plan.dense_tile.size());
+  }
   EXPECT_EQ(plan.dense_edges, dense_edges);
   int64_t fallback_edges = 0;
   for (int64_t u = 0; u < n; ++u) {
@@ -113,6 +159,86 @@ TEST(GsaTilePlan, EveryEdgeOnceAcrossDenseTilesAndFallbackRows) {
   }
 }
 
+// 64-row tiles (SB_CUDA_TC_ROWS=64): the same cover on the same patterns, with 64-row tiles that fail the rule planned
+// as 16-row tiles; sizes around the 64-row boundary (63, 64, 65, 1025, 4096) too.
+TEST(GsaTilePlan, WideTilesCoverEveryEdgeOnce) {
+  int64_t wide = 0, narrow = 0;
+  for (const PlanCase& pc : plan_cases()) {
+    const AttentionPattern& pat = find_pattern(pc.pattern);
+    for (bool causal : {false, true}) {
+      if (causal && !pat.supports_causal()) continue;
+      for (int64_t n : {1, 2, 63, 64, 65, 97, 1025, 4096}) {
+        if (pc.pattern == "dense" && n > 97) continue;
+        const Graph g = build_pattern(pc.pattern, n, causal, pc.params);
+        for (const GsaTileOptions opt : {GsaTileOptions{0.35, 1024, 64}, GsaTileOptions{0.0, 64, 64},
+                                         GsaTileOptions{0.9, 2048, 64}, GsaTileOptions{1.1, 2048, 64}}) {
+          SCOPED_TRACE((GsaCase{pc.pattern, pc.params, n, causal}.id()) + " min_density=" +
+                       std::to_string(opt.min_density) + " max_union=" + std::to_string(opt.max_union));
+          const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes(), opt);
+          check_cover(g, plan, opt);
+          if (opt.min_density > 1.0) EXPECT_EQ(plan.n_dense(), 0);
+          wide += plan.n_wide;
+          narrow += plan.n_dense() - plan.n_wide;
+        }
+      }
+    }
+  }
+  EXPECT_GT(wide, 0);
+  EXPECT_GT(narrow, 0);  // some 64-row tiles failed and left dense 16-row tiles
+}
+
+// 64-row decisions where they are known: a causal window w=128 is dense in 64-row tiles too (each sees at most 191
+// columns, density >= 0.66); bpt k=4's token tiles fail the default rule as 64-row tiles and come back as its 16-row
+// plan's tiles, and pass it at 0.15 (span nodes off the tiles); a graph without edges has no dense tile; rows other
+// than 16 and 64 are refused.
+TEST(GsaTilePlan, WideTilesDecideWindowDenseAndBptMixed) {
+  const GsaTileOptions wide{0.35, 1024, 64};
+  const Graph w = build_pattern("window", 1024, true, {{"w", 128}});
+  const GsaTilePlan pw = gsa_tile_plan(w.row_ptr.data(), w.col.data(), w.n_nodes(), wide);
+  EXPECT_EQ(pw.tile_rows, 64);
+  EXPECT_EQ(pw.n_tiles, 16);
+  EXPECT_EQ(pw.n_wide, pw.n_tiles);
+  EXPECT_EQ(pw.n_dense(), pw.n_tiles);
+  EXPECT_EQ(pw.dense_edges, w.n_edges());
+  EXPECT_TRUE(pw.fallback_rows.empty());
+  const Graph b = build_pattern("bpt", 4096, true, {{"k", 4}});
+  const GsaTilePlan pb = gsa_tile_plan(b.row_ptr.data(), b.col.data(), b.n_nodes(), wide);
+  // bpt's 64-row token tiles have density ~0.19: at 0.35 every one is planned as 16-row tiles, as the 16-row plan has
+  // them; at 0.15 they run as 64-row tiles.
+  const GsaTilePlan pb16 = gsa_tile_plan(b.row_ptr.data(), b.col.data(), b.n_nodes());
+  EXPECT_EQ(pb.n_wide, 0);
+  EXPECT_EQ(pb.dense_tile, pb16.dense_tile);
+  EXPECT_EQ(pb.mask, pb16.mask);
+  EXPECT_EQ(pb.fallback_rows, pb16.fallback_rows);
+  const GsaTilePlan pb15 = gsa_tile_plan(b.row_ptr.data(), b.col.data(), b.n_nodes(), GsaTileOptions{0.15, 1024, 64});
+  EXPECT_GT(pb15.n_wide, 0);
+  EXPECT_LT(pb15.dense_edges, b.n_edges());
+  EXPECT_FALSE(pb15.fallback_rows.empty());
+  const std::vector<int64_t> empty_ptr(5, 0);
+  const GsaTilePlan pe = gsa_tile_plan(empty_ptr.data(), nullptr, 4, wide);
+  EXPECT_EQ(pe.n_dense(), 0);
+  EXPECT_EQ(pe.fallback_rows, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_THROW(gsa_tile_plan(empty_ptr.data(), nullptr, 4, GsaTileOptions{0.35, 1024, 32}), Error);
+}
+
+// SB_CUDA_TC_ROWS: unset, empty or 16 give 16, 64 gives 64, anything else an error naming the variable.
+TEST(GsaTilePlan, TileRowsSwitchTakesOnly16And64) {
+  EXPECT_EQ(gsa_tile_rows_switch(nullptr), 16);
+  EXPECT_EQ(gsa_tile_rows_switch(""), 16);
+  EXPECT_EQ(gsa_tile_rows_switch("16"), 16);
+  EXPECT_EQ(gsa_tile_rows_switch("64"), 64);
+  for (const char* bad : {"32", "1", "64 ", "sixty-four"}) {
+    try {
+      gsa_tile_rows_switch(bad);
+      ADD_FAILURE() << "accepted SB_CUDA_TC_ROWS=" << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SB_CUDA_TC_ROWS=" + std::string(bad) + ":"), std::string::npos) << e.what();
+    }
+  }
+  const int64_t rows = gsa_tile_rows_from_env();
+  EXPECT_TRUE(rows == 16 || rows == 64);
+}
+
 // The planner's decisions where they are known: a window's token tiles are dense at w = 128 (causal: each 16-row tile
 // sees 143 columns, density >= 0.83), dense attention's tiles are dense, and an empty graph has none.
 TEST(GsaTilePlan, DecidesWindowAndDenseTilesDense) {
@@ -144,10 +270,10 @@ TEST(GsaTilePlan, RepeatedSourceKeepsTheTileOnTheEdgeKernels) {
 // row's earlier mask bits, and checks that gsa_tile_edge names, for every set bit, the row's edge to that union column
 // (found by a search of the row), each of the tile's edges once.
 void check_tile_edges(const GsaTilePlan& plan, int64_t i, const int64_t* row_ptr, const int32_t* col, int64_t n) {
-  const int64_t r0 = plan.dense_tile[i] * kGsaTileRows, words = plan.words(i);
+  const int64_t r0 = plan.first_row(i), rows = plan.rows_of(i), words = plan.words(i);
   const int32_t* unions = plan.union_col.data() + plan.union_ptr[i];
-  ASSERT_EQ(plan.edge_ptr[i + 1] - plan.edge_ptr[i], row_ptr[std::min(n, r0 + kGsaTileRows)] - row_ptr[r0]);
-  for (int64_t r = 0; r < kGsaTileRows && r0 + r < n; ++r) {
+  ASSERT_EQ(plan.edge_ptr[i + 1] - plan.edge_ptr[i], row_ptr[std::min(n, r0 + rows)] - row_ptr[r0]);
+  for (int64_t r = 0; r < rows && r0 + r < n; ++r) {
     const int64_t u = r0 + r;
     const int32_t* row_edges = plan.edge.data() + plan.edge_ptr[i] + (row_ptr[u] - row_ptr[r0]);
     std::set<int64_t> met;
@@ -186,11 +312,17 @@ TEST(GsaTilePlan, TileEdgesNameTheEdgeOfEveryMaskBit) {
       const std::pair<const std::vector<int64_t>*, const std::vector<int32_t>*> csrs[] = {
           {&g.row_ptr, &g.col}, {&g.t_row_ptr, &g.t_col}, {&g.row_ptr, &shuffled}};
       for (const auto& [ptr, col] : csrs) {
-        const GsaTilePlan plan = gsa_tile_plan(ptr->data(), col->data(), g.n_nodes(), {0.0, 4096});
-        ASSERT_GT(plan.n_dense(), 0);
-        ASSERT_EQ(plan.edge_ptr.size(), plan.dense_tile.size() + 1);
-        EXPECT_EQ(plan.edge_ptr.back(), plan.dense_edges);
-        for (int64_t i = 0; i < plan.n_dense(); ++i) check_tile_edges(plan, i, ptr->data(), col->data(), g.n_nodes());
+        // 16-row plans, 64-row plans of only 64-row tiles, and 64-row plans with 16-row tiles after them
+        for (const GsaTileOptions opt : {GsaTileOptions{0.0, 4096}, GsaTileOptions{0.0, 4096, 64},
+                                         GsaTileOptions{0.35, 1024, 64}}) {
+          const GsaTilePlan plan = gsa_tile_plan(ptr->data(), col->data(), g.n_nodes(), opt);
+          if (opt.min_density == 0.0) ASSERT_GT(plan.n_dense(), 0);
+          ASSERT_EQ(plan.edge_ptr.size(), plan.dense_tile.size() + 1);
+          EXPECT_EQ(plan.edge_ptr.back(), plan.dense_edges);
+          for (int64_t i = 0; i < plan.n_dense(); ++i) {
+            check_tile_edges(plan, i, ptr->data(), col->data(), g.n_nodes());
+          }
+        }
       }
     }
   }
@@ -236,17 +368,22 @@ TEST(GsaTilePlan, FallbackScheduleKeepsOnlyFallbackRows) {
   }
 }
 
-// Packed tiles (what a prepared CUDA graph uploads) read back through gsa_tile_view give the plan's arrays and the
-// fallback schedule.
-TEST(GsaTilePlan, PackedTilesReadBackAsThePlan) {
+// Packed tiles (what a prepared CUDA graph uploads) read back through gsa_tile_view give the plan's arrays, its tile
+// rows and the fallback schedule (16- and 64-row plans).
+void check_packed_tiles(int64_t rows) {
   const Graph g = build_pattern("bpt", 1025, true, {{"k", 4}});
-  const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes());
+  const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes(),
+                                         GsaTileOptions{rows == kGsaTileRows ? 0.35 : 0.15, 1024, rows});
   const GsaPackedSchedule full = gsa_pack_schedule(g.row_ptr.data(), g.n_nodes(), 8);
   const GsaPackedTiles packed = gsa_pack_tiles(plan, full.data, full.n_pieces, full.n_split);
   const GsaTileView v = gsa_tile_view(packed.data.data(), packed);
   ASSERT_EQ(v.n_dense, plan.n_dense());
   ASSERT_GT(v.n_dense, 0);
   EXPECT_EQ(v.dense_edges, plan.dense_edges);
+  EXPECT_EQ(v.tile_rows, rows);
+  EXPECT_EQ(v.n_wide, plan.n_wide);
+  if (rows == kGsaWideTileRows) EXPECT_GT(v.n_wide, 0);
+  if (rows == kGsaWideTileRows) EXPECT_LT(v.n_wide, v.n_dense);  // 16-row tiles after the 64-row ones
   EXPECT_EQ(std::vector<int64_t>(v.dense_tile, v.dense_tile + v.n_dense), plan.dense_tile);
   EXPECT_EQ(std::vector<int64_t>(v.union_ptr, v.union_ptr + v.n_dense + 1), plan.union_ptr);
   EXPECT_EQ(std::vector<int64_t>(v.mask_ptr, v.mask_ptr + v.n_dense + 1), plan.mask_ptr);
@@ -264,11 +401,18 @@ TEST(GsaTilePlan, PackedTilesReadBackAsThePlan) {
   EXPECT_EQ(std::vector<int64_t>(v.rest.piece_begin, v.rest.piece_begin + rest.size()), rest);
 }
 
+TEST(GsaTilePlan, PackedTilesReadBackAsThePlan) {
+  for (int64_t rows : {16, 64}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    check_packed_tiles(rows);
+  }
+}
+
 // The relation term q_u . r of the edge of set mask bit (r, c) of dense tile i, as the kernels find it: the row's
 // earlier set bits (seen) and gsa_tile_edge; 0 without relation embeddings. e_out: the edge.
 double tile_rel_term(const GsaTilePlan& plan, int64_t i, const Graph& g, const RefProblem& prob, const double* q,
                      int64_t r, int64_t c, int64_t seen, int64_t* e_out) {
-  const int64_t r0 = plan.dense_tile[i] * kGsaTileRows, u = r0 + r, D = prob.D;
+  const int64_t r0 = plan.first_row(i), u = r0 + r, D = prob.D;
   const int32_t* row_edges = plan.edge.data() + plan.edge_ptr[i] + (g.row_ptr[u] - g.row_ptr[r0]);
   const uint32_t word = plan.mask[plan.mask_ptr[i] + r * plan.words(i) + c / kGsaTileMaskBits];
   const int64_t e = gsa_tile_edge(row_edges, seen, word, c);
@@ -295,13 +439,12 @@ void emulate_tile(const GsaTilePlan& plan, int64_t i, const Graph& g, const RefP
   const int64_t N = prob.N, H = prob.H, D = prob.D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   auto idx = [&](int64_t n, int64_t d) { return ((b * N + n) * H + h) * D + d; };
-  const int64_t t = plan.dense_tile[i], r0 = t * kGsaTileRows;
+  const int64_t r0 = plan.first_row(i), rows = plan.rows_of(i);
   const int64_t U = plan.union_ptr[i + 1] - plan.union_ptr[i];
   const int32_t* cols = plan.union_col.data() + plan.union_ptr[i];
   const double neg_inf = -std::numeric_limits<double>::infinity();
-  std::vector<double> q(kGsaTileRows * D, 0.0), acc(kGsaTileRows * D, 0.0), m(kGsaTileRows, neg_inf),
-      l(kGsaTileRows, 0.0);
-  for (int64_t r = 0; r < kGsaTileRows && r0 + r < N; ++r) {
+  std::vector<double> q(rows * D, 0.0), acc(rows * D, 0.0), m(rows, neg_inf), l(rows, 0.0);
+  for (int64_t r = 0; r < rows && r0 + r < N; ++r) {
     for (int64_t d = 0; d < D; ++d) q[r * D + d] = prob.q[idx(r0 + r, d)];
   }
   std::vector<double> kc(chunk * D), vc(chunk * D), s(chunk);
@@ -312,7 +455,7 @@ void emulate_tile(const GsaTilePlan& plan, int64_t i, const Graph& g, const RefP
         vc[j * D + d] = c0 + j < U ? prob.v[idx(cols[c0 + j], d)] : 0.0;
       }
     }
-    for (int64_t r = 0; r < kGsaTileRows; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {
       double mx = m[r];
       for (int64_t j = 0; j < chunk; ++j) {
         double dot = 0.0;
@@ -334,7 +477,7 @@ void emulate_tile(const GsaTilePlan& plan, int64_t i, const Graph& g, const RefP
       m[r] = mx;
     }
   }
-  for (int64_t r = 0; r < kGsaTileRows && r0 + r < N; ++r) {
+  for (int64_t r = 0; r < rows && r0 + r < N; ++r) {
     for (int64_t d = 0; d < D; ++d) o[idx(r0 + r, d)] = l[r] > 0.0 ? acc[r * D + d] / l[r] : 0.0;
     lse[(b * N + r0 + r) * H + h] = l[r] > 0.0 ? m[r] + std::log(l[r]) : neg_inf;
   }
@@ -350,10 +493,10 @@ void emulate_tile_dq(const GsaTilePlan& plan, int64_t i, const Graph& g, const R
   const int64_t N = prob.N, H = prob.H, D = prob.D, E = g.n_edges();
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   auto idx = [&](int64_t n, int64_t d) { return ((b * N + n) * H + h) * D + d; };
-  const int64_t r0 = plan.dense_tile[i] * kGsaTileRows;
+  const int64_t r0 = plan.first_row(i), rows = plan.rows_of(i);
   const int64_t U = plan.union_ptr[i + 1] - plan.union_ptr[i];
   const int32_t* cols = plan.union_col.data() + plan.union_ptr[i];
-  for (int64_t r = 0; r < kGsaTileRows && r0 + r < N; ++r) {
+  for (int64_t r = 0; r < rows && r0 + r < N; ++r) {
     const int64_t u = r0 + r;
     const double lse = ref.lse[(b * N + u) * H + h];
     double delta = 0.0;
@@ -381,14 +524,17 @@ void emulate_tile_dq(const GsaTilePlan& plan, int64_t i, const Graph& g, const R
 }
 
 // Dense tiles everywhere (no density floor): the emulated forward without and with relation embeddings; with them also
-// dq, and d_rel_emb reduced by relation from the emulated per-edge dS, as the CUDA backward does.
+// dq, and d_rel_emb reduced by relation from the emulated per-edge dS, as the CUDA backward does. 16-row tiles, and
+// 64-row tiles (the 64-row forward's arithmetic per row is the 16-row one's on the 64-row tile's union).
 TEST(GsaTilePlan, TileEmulationMatchesDenseReference) {
   for (const PlanCase& pc : plan_cases()) {
     for (int64_t n : {2, 97, 300}) {
-      for (bool rel : {false, true}) {
+      for (const auto& [rel, rows] : {std::pair{false, kGsaTileRows}, std::pair{true, kGsaTileRows},
+                                      std::pair{false, kGsaWideTileRows}}) {
         const GsaCase c{pc.pattern, pc.params, n, true, 32, 2, 2, rel};
         const Graph g = build_pattern(c.pattern, c.n, c.causal, c.params);
-        const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes(), {0.0, 4096});
+        const GsaTilePlan plan = gsa_tile_plan(g.row_ptr.data(), g.col.data(), g.n_nodes(), {0.0, 4096, rows});
+        ASSERT_EQ(plan.n_wide, rows == kGsaWideTileRows ? plan.n_dense() : 0);
         ASSERT_EQ(plan.n_dense(), plan.n_tiles - static_cast<int64_t>(std::count(plan.tile_edges.begin(),
                                                                                  plan.tile_edges.end(), 0)));
         const RefProblem prob = make_problem(c, g);
@@ -417,7 +563,7 @@ TEST(GsaTilePlan, TileEmulationMatchesDenseReference) {
             }
           }
         }
-        SCOPED_TRACE(c.id());
+        SCOPED_TRACE(c.id() + " rows " + std::to_string(rows));
         EXPECT_LE(max_abs_diff(o, ref.o), 1e-12);
         for (size_t k = 0; k < lse.size(); ++k) {
           if (std::isinf(ref.lse[k])) {

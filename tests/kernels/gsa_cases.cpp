@@ -101,6 +101,25 @@ std::vector<double> make_d_o(const GsaCase& c, const Graph& g) {
   return uniform(rng, static_cast<size_t>(c.B * g.n_nodes() * c.H * c.D), -1.0, 1.0);
 }
 
+GsaParams problem_shape(const RefProblem& prob, const Graph& g, GsaDtype dtype) {
+  GsaParams shape;
+  shape.dtype = dtype;
+  shape.B = prob.B;
+  shape.N = prob.N;
+  shape.H = prob.H;
+  shape.D = prob.D;
+  shape.R = prob.R;
+  shape.graph.n_nodes = g.n_nodes();
+  shape.graph.n_edges = g.n_edges();
+  return shape;
+}
+
+std::string unsupported_summary(const std::map<std::string, int>& unsupported) {
+  std::string out;
+  for (const auto& [why, n] : unsupported) out += "; " + std::to_string(n) + " x " + why;
+  return out;
+}
+
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
   double m = 0.0;
@@ -436,16 +455,7 @@ std::vector<std::string> run_backend_table(const std::string& pattern, const std
     for (size_t bi = 0; bi < backends.size(); ++bi) {
       for (size_t di = 0; di < dtypes.size(); ++di) {
         Tally& t = tally[bi][di];
-        GsaParams shape;  // what the backend is asked about: shapes and dtype
-        shape.dtype = dtypes[di].dtype;
-        shape.B = prob.B;
-        shape.N = prob.N;
-        shape.H = prob.H;
-        shape.D = prob.D;
-        shape.R = prob.R;
-        shape.graph.n_nodes = g.n_nodes();
-        shape.graph.n_edges = g.n_edges();
-        const std::string why = backends[bi]->unsupported(shape);
+        const std::string why = backends[bi]->unsupported(problem_shape(prob, g, dtypes[di].dtype));
         if (!why.empty()) {
           t.unsupported[why]++;
           continue;

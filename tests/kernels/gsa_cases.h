@@ -42,6 +42,10 @@ const Graph& case_graph(const GsaCase& c);
 // Random inputs for a case (fixed seed derived from the id); q is scaled so softmaxes are not flat.
 RefProblem make_problem(const GsaCase& c, const Graph& g);
 std::vector<double> make_d_o(const GsaCase& c, const Graph& g);
+// What a backend's unsupported() is asked about for prob on g in dtype: shapes and dtype, no pointers.
+GsaParams problem_shape(const RefProblem& prob, const Graph& g, GsaDtype dtype);
+// "; 3 x reason; ..." for the rows a backend did not take (reason -> rows), "" for none.
+std::string unsupported_summary(const std::map<std::string, int>& unsupported);
 
 // max |a - b| and max |b|
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);

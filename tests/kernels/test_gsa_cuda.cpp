@@ -125,14 +125,7 @@ TEST_P(GsaCudaTcRelationTable, TensorCoreTilesWithRelationsMatchDoubleReference)
     ASSERT_GT(prob.R, 0) << c.id() << ": the pattern has relations";
     const std::vector<double> d_o = make_d_o(c, g);
     for (const GsaDtypeRows& rows : half_rows_with_gradients()) {
-      GsaParams shape;
-      shape.dtype = rows.dtype;
-      shape.B = prob.B;
-      shape.N = prob.N;
-      shape.H = prob.H;
-      shape.D = prob.D;
-      shape.R = prob.R;
-      const std::string why = tc->unsupported(shape);
+      const std::string why = tc->unsupported(problem_shape(prob, g, rows.dtype));
       if (!why.empty()) {
         unsupported[why]++;
         continue;
@@ -148,8 +141,7 @@ TEST_P(GsaCudaTcRelationTable, TensorCoreTilesWithRelationsMatchDoubleReference)
       EXPECT_EQ(compare_run(ref, run, rows), "") << c.id() << " " << gsa_dtype_name(rows.dtype);
     }
   }
-  std::string skipped;
-  for (const auto& [why, n] : unsupported) skipped += "; " + std::to_string(n) + " x " + why;
+  const std::string skipped = unsupported_summary(unsupported);
   std::printf("[ table    ] %s cuda:tc with relations: %d rows ran (%d with edges on tensor cores)%s\n",
               GetParam().c_str(), ran, on_tiles, skipped.empty() ? "" : (", not supported" + skipped).c_str());
   EXPECT_GT(ran, 0) << "no row with relations ran";
@@ -324,13 +316,7 @@ TEST_P(GsaCudaTcWideTable, TensorCoreForwardOn64RowTilesMatchesDoubleReference) 
     const RefProblem prob = make_problem(c, g);
     const std::vector<double> d_o = make_d_o(c, g);
     for (const GsaDtypeRows& rows : half_rows_with_gradients()) {
-      GsaParams shape;
-      shape.dtype = rows.dtype;
-      shape.B = prob.B;
-      shape.N = prob.N;
-      shape.H = prob.H;
-      shape.D = prob.D;
-      const std::string why = tc->unsupported(shape);
+      const std::string why = tc->unsupported(problem_shape(prob, g, rows.dtype));
       if (!why.empty()) {
         unsupported[why]++;
         continue;
@@ -351,8 +337,7 @@ TEST_P(GsaCudaTcWideTable, TensorCoreForwardOn64RowTilesMatchesDoubleReference) 
       }
     }
   }
-  std::string skipped;
-  for (const auto& [why, n] : unsupported) skipped += "; " + std::to_string(n) + " x " + why;
+  const std::string skipped = unsupported_summary(unsupported);
   std::printf("[ table    ] %s cuda:tc 64-row tiles: %d runs (%d with 64-row tiles)%s\n", GetParam().c_str(), ran,
               on_wide, skipped.empty() ? "" : (", not supported" + skipped).c_str());
   EXPECT_GT(ran, 0) << "no row ran";

@@ -59,9 +59,23 @@ void generate(const TaskSpec& s, RowRng& rng, int64_t* seq, float* answer, int64
   std::fill(answer, answer + s.context, 0.0f);
   std::fill(bucket, bucket + s.context, int64_t{-1});
   std::vector<char> used(static_cast<size_t>(T), 0);
+  // mqar draws a sequence's values without replacement, as Zoology does: with repeats a model scores well above
+  // chance from which values recur and where a query stands, without matching keys (results/recall_quick/diagnostics).
+  // (task_spec keeps pairs <= keys <= values, so the pool never runs out.)
+  const bool distinct_values = s.name == "mqar";
+  std::vector<int64_t> unused_values;
+  for (int64_t v = 0; distinct_values && v < values; ++v) unused_values.push_back(2 * F + v);
+  auto draw_value = [&]() {
+    if (!distinct_values) return 2 * F + rng.below(values);
+    const auto j = static_cast<size_t>(rng.below(static_cast<int64_t>(unused_values.size())));
+    const int64_t value = unused_values[j];
+    unused_values[j] = unused_values.back();
+    unused_values.pop_back();
+    return value;
+  };
   // A key at `pk` with its value after it, queried at `q` (the value follows the query: the scored target).
   auto plant = [&](int64_t pk, int64_t q, int64_t key) {
-    const int64_t value = 2 * F + rng.below(values);
+    const int64_t value = draw_value();
     seq[pk] = seq[q] = key;
     seq[pk + 1] = seq[q + 1] = value;
     for (const int64_t p : {pk, pk + 1, q, q + 1}) used[static_cast<size_t>(p)] = 1;
@@ -107,7 +121,7 @@ void generate(const TaskSpec& s, RowRng& rng, int64_t* seq, float* answer, int64
       }
       if (d == 0 && !used[static_cast<size_t>(2 * i)]) {  // no free query slot: the pair still stands up front
         seq[2 * i] = keys[static_cast<size_t>(i)];
-        seq[2 * i + 1] = 2 * F + rng.below(values);
+        seq[2 * i + 1] = draw_value();
         used[static_cast<size_t>(2 * i)] = used[static_cast<size_t>(2 * i + 1)] = 1;
       }
     }
@@ -323,6 +337,8 @@ json task_evaluate(LanguageModel& model, const TaskSpec& spec, uint64_t seed, Ta
 json task_json(const TaskSpec& spec) {
   json params = {{"vocab", spec.vocab}, {"context", spec.context}};
   if (spec.name == "mqar" || spec.name == "recall_distance" || spec.name == "selective_copy") params["pairs"] = spec.pairs;
+  // Records before this field drew mqar's values with replacement (repeats within a sequence).
+  if (spec.name == "mqar") params["values"] = "distinct within a sequence";
   if (spec.name == "khop") params["hops"] = spec.hops;
   if (spec.name == "recall_distance") params["distances"] = spec.distances;
   json buckets = json::array();

@@ -99,6 +99,25 @@ TEST(Tasks, MqarQueriesEveryPairOnce) {
   }
 }
 
+// MQAR draws a sequence's values without replacement (with repeats, models score above chance without matching
+// keys), and the record says so; recall_distance keeps drawing with replacement.
+TEST(Tasks, MqarValuesAreDistinctWithinASequence) {
+  const sb::TaskSpec s = sb::task_spec(task_config({{"task", "mqar"}, {"task-pairs", "8"}, {"task-vocab", "32"}}));
+  const auto b = sb::task_batch(s, 3, sb::TaskSplit::train, 7, 64, 0, 64);
+  auto tok = b.tokens.accessor<int64_t, 2>();
+  for (int64_t r = 0; r < 64; ++r) {
+    std::map<int64_t, int> seen;
+    for (int64_t i = 0; i < 8; ++i) {
+      ASSERT_GE(tok[r][2 * i + 1], 16) << r;
+      seen[tok[r][2 * i + 1]]++;
+    }
+    EXPECT_EQ(seen.size(), 8u) << "row " << r << " repeats a value";
+  }
+  EXPECT_EQ(sb::task_json(s)["params"]["values"], "distinct within a sequence");
+  const sb::TaskSpec recall = sb::task_spec(task_config({{"task", "recall_distance"}, {"task-vocab", "32"}}));
+  EXPECT_FALSE(sb::task_json(recall)["params"].contains("values"));
+}
+
 // MQAR queries come after the pairs with Zoology's power-law gaps: most close to the pairs, a tail to the end, so
 // every power-of-two distance bucket gets answers.
 TEST(Tasks, MqarQueryGapsFollowAPowerLaw) {

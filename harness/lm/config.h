@@ -55,6 +55,10 @@ namespace sb {
   F(task_pairs, int64_t, 8, integer("task_pairs", 1, int64_t{1} << 20, "mqar: key-value pairs; recall_distance: "  \
                                                                        "pairs planted per sequence; selective_copy: tokens to copy") \
                                 .scenario("train", 8))                                                              \
+  F(task_pairs_min, int64_t, 0, integer("task_pairs_min", 0, int64_t{1} << 20, "mqar: training sequences hold "     \
+                                                                             "task_pairs_min to task_pairs pairs "  \
+                                                                             "(valid and test task_pairs); 0: off") \
+                                    .scenario("train", 0))                                                          \
   F(task_hops, int64_t, 2, integer("task_hops", 1, 254, "khop: links from the query to its answer").scenario("train", 2)) \
   F(task_distances, std::string, "", text("task_distances", "recall_distance: key-to-query distances, comma-separated " \
                                                             "(default 2, 4, 8, ... below the context)")            \

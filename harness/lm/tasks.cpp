@@ -54,7 +54,7 @@ int64_t bucket_of(const TaskSpec& s, int64_t d) {
 }
 
 // One sequence: seq [T = context + 1], answer / bucket [context] (position t scores target seq[t + 1]).
-void generate(const TaskSpec& s, RowRng& rng, int64_t* seq, float* answer, int64_t* bucket) {
+void generate(const TaskSpec& s, TaskSplit split, RowRng& rng, int64_t* seq, float* answer, int64_t* bucket) {
   const int64_t T = s.context + 1, F = quarter(s), values = s.vocab - 2 * F;
   std::fill(answer, answer + s.context, 0.0f);
   std::fill(bucket, bucket + s.context, int64_t{-1});
@@ -90,18 +90,23 @@ void generate(const TaskSpec& s, RowRng& rng, int64_t* seq, float* answer, int64
   };
   if (s.name == "recall_distance" || s.name == "mqar") {
     for (int64_t t = 0; t < T; ++t) seq[t] = rng.below(F);  // filler
-    const std::vector<int64_t> keys = draw_keys(s, rng, s.pairs);
+    // mqar with pairs_min: training sequences hold between pairs_min and pairs pairs (easier ones among the hard);
+    // valid and test always hold pairs, so the scores are the task's.
+    const int64_t pairs = s.name == "mqar" && s.pairs_min > 0 && split == TaskSplit::train
+                              ? s.pairs_min + rng.below(s.pairs - s.pairs_min + 1)
+                              : s.pairs;
+    const std::vector<int64_t> keys = draw_keys(s, rng, pairs);
     // mqar: query slots (2 tokens each) after the pairs, slot g (0-based) drawn with weight 1/(g + 1) as Zoology draws
     // its gaps (power law x^(a-1), a = 0.01): most queries close to the pairs, a tail to the end. Integer weights,
     // so every standard library draws the same slots.
     std::vector<uint64_t> cum;
     if (s.name == "mqar") {
-      const int64_t slots = (T - 1 - 2 * s.pairs) / 2;
+      const int64_t slots = (T - 1 - 2 * pairs) / 2;
       cum.resize(static_cast<size_t>(slots));
       uint64_t total = 0;
       for (int64_t g = 0; g < slots; ++g) cum[static_cast<size_t>(g)] = total += (uint64_t{1} << 40) / static_cast<uint64_t>(g + 1);
     }
-    for (int64_t i = 0; i < s.pairs; ++i) {
+    for (int64_t i = 0; i < pairs; ++i) {
       // recall_distance: the distance is chosen and the pair placed anywhere it fits; mqar (Zoology's layout): every
       // pair up front, each key queried once later.
       const int64_t d = s.name == "recall_distance" ? s.distances[static_cast<size_t>(rng.below(static_cast<int64_t>(s.distances.size())))] : 0;
@@ -113,7 +118,7 @@ void generate(const TaskSpec& s, RowRng& rng, int64_t* seq, float* answer, int64
         } else {
           pk = 2 * i;
           const uint64_t r = rng.next() % cum.back();
-          q = 2 * s.pairs + 2 * static_cast<int64_t>(std::upper_bound(cum.begin(), cum.end(), r) - cum.begin());
+          q = 2 * pairs + 2 * static_cast<int64_t>(std::upper_bound(cum.begin(), cum.end(), r) - cum.begin());
         }
         if (d > 0 ? !free_at({pk, pk + 1, q, q + 1}) : !free_at({q, q + 1})) continue;
         plant(pk, q, keys[static_cast<size_t>(i)]);
@@ -195,6 +200,13 @@ TaskSpec task_spec(const TrainConfig& cfg) {
   s.vocab = cfg.task_vocab;
   s.pairs = cfg.task_pairs;
   s.hops = cfg.task_hops;
+  s.pairs_min = cfg.task_pairs_min;
+  if (s.pairs_min != 0 && s.name != "mqar") {
+    throw Error(fmt::format("task_pairs_min: only mqar takes it (task '{}')", s.name));
+  }
+  if (s.pairs_min > s.pairs) {
+    throw Error(fmt::format("task_pairs_min: {} is more than task_pairs {}", s.pairs_min, s.pairs));
+  }
   const int64_t F = s.vocab / 4, T = s.context + 1;
   if (s.name == "mqar" || s.name == "recall_distance") {
     if (s.pairs > F) {
@@ -257,7 +269,7 @@ TaskBatch task_batch(const TaskSpec& spec, uint64_t seed, TaskSplit split, int64
   b.bucket = torch::empty({rows, spec.context}, torch::kInt64);
   for (int64_t r = 0; r < rows; ++r) {
     RowRng rng(seed, split, step, first_row + r);
-    generate(spec, rng, b.tokens.data_ptr<int64_t>() + r * (spec.context + 1),
+    generate(spec, split, rng, b.tokens.data_ptr<int64_t>() + r * (spec.context + 1),
              b.answer.data_ptr<float>() + r * spec.context, b.bucket.data_ptr<int64_t>() + r * spec.context);
   }
   return b;
@@ -339,6 +351,7 @@ json task_json(const TaskSpec& spec) {
   if (spec.name == "mqar" || spec.name == "recall_distance" || spec.name == "selective_copy") params["pairs"] = spec.pairs;
   // Records before this field drew mqar's values with replacement (repeats within a sequence).
   if (spec.name == "mqar") params["values"] = "distinct within a sequence";
+  if (spec.pairs_min > 0) params["train_pairs_min"] = spec.pairs_min;
   if (spec.name == "khop") params["hops"] = spec.hops;
   if (spec.name == "recall_distance") params["distances"] = spec.distances;
   json buckets = json::array();

@@ -22,6 +22,7 @@ struct TaskSpec {
   int64_t context = 0;               // inputs per sequence (the model's context)
   int64_t vocab = 0;                 // symbols used, <= 256
   int64_t pairs = 0;                 // mqar: key-value pairs; recall_distance: planted pairs; selective_copy: tokens
+  int64_t pairs_min = 0;             // mqar: training sequences draw their pair count from [pairs_min, pairs]; 0: off
   int64_t hops = 0;                  // khop: chain steps from query to answer
   std::vector<int64_t> distances;    // recall_distance: planted distances
   std::vector<std::pair<int64_t, int64_t>> buckets;  // distance buckets [lo, hi] accuracy is reported by

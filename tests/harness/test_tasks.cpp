@@ -118,6 +118,29 @@ TEST(Tasks, MqarValuesAreDistinctWithinASequence) {
   EXPECT_FALSE(sb::task_json(recall)["params"].contains("values"));
 }
 
+// MQAR with task_pairs_min: training sequences hold between task_pairs_min and task_pairs pairs (each queried once),
+// every count turning up; valid and test sequences hold task_pairs, and the record names the range.
+TEST(Tasks, MqarTrainingPairCountsSpanTheirRangeAndEvaluationsKeepTheTask) {
+  const sb::TaskSpec s = sb::task_spec(
+      task_config({{"task", "mqar"}, {"task-pairs", "8"}, {"task-vocab", "32"}, {"task-pairs-min", "2"}}));
+  auto answers_per_row = [&](sb::TaskSplit split) {
+    const auto b = sb::task_batch(s, 5, split, 3, 256, 0, 256);
+    return b.answer.sum(1);
+  };
+  const auto train = answers_per_row(sb::TaskSplit::train);
+  EXPECT_EQ(train.min().item<float>(), 2.0f);
+  EXPECT_EQ(train.max().item<float>(), 8.0f);
+  for (int64_t p = 2; p <= 8; ++p) EXPECT_GT((train == p).sum().item<int64_t>(), 0) << p << " pairs never drawn";
+  for (const sb::TaskSplit split : {sb::TaskSplit::valid, sb::TaskSplit::test}) {
+    const auto eval = answers_per_row(split);
+    EXPECT_EQ(eval.min().item<float>(), 8.0f) << sb::task_split_name(split);
+    EXPECT_EQ(eval.max().item<float>(), 8.0f) << sb::task_split_name(split);
+  }
+  EXPECT_EQ(sb::task_json(s)["params"]["train_pairs_min"], 2);
+  const sb::TaskSpec plain = sb::task_spec(task_config({{"task", "mqar"}, {"task-vocab", "32"}}));
+  EXPECT_FALSE(sb::task_json(plain)["params"].contains("train_pairs_min"));
+}
+
 // MQAR queries come after the pairs with Zoology's power-law gaps: most close to the pairs, a tail to the end, so
 // every power-of-two distance bucket gets answers.
 TEST(Tasks, MqarQueryGapsFollowAPowerLaw) {
@@ -215,6 +238,12 @@ TEST(Tasks, BadInputNamesTheFieldAndWritesNothing) {
   EXPECT_NE(error_of(with_out(task_config({{"task", "mqar"}, {"data", "/etc/hostname"}}))).find("task"),
             std::string::npos);
   EXPECT_NE(error_of(with_out(task_config({{"task", "khop"}, {"task-distances", "4"}}))).find("task_distances"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_out(task_config({{"task", "recall_distance"}, {"task-pairs-min", "2"}})))
+                .find("task_pairs_min: only mqar"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_out(task_config({{"task", "mqar"}, {"task-pairs", "4"}, {"task-pairs-min", "5"}})))
+                .find("task_pairs_min: 5 is more than task_pairs 4"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(out));
 }

@@ -107,6 +107,22 @@ std::string near(const std::vector<double>& a, const std::vector<double>& b, dou
   return err <= bound ? std::string() : "max error " + std::to_string(err) + " > " + std::to_string(bound);
 }
 
+// Run a against run b of the same call on other kernels: lse within 1e-3 relative (infinite where b's is), dq, dk and
+// dv within grad_tol.
+void expect_same_call(const GsaRunOutputs& a, const GsaRunOutputs& b, double grad_tol) {
+  ASSERT_EQ(a.lse.size(), b.lse.size());
+  for (size_t i = 0; i < a.lse.size(); ++i) {
+    if (std::isinf(b.lse[i])) {
+      EXPECT_TRUE(std::isinf(a.lse[i])) << "lse " << i;
+    } else {
+      EXPECT_NEAR(a.lse[i], b.lse[i], 1e-3 * std::max(1.0, std::fabs(b.lse[i]))) << "lse " << i;
+    }
+  }
+  EXPECT_EQ(near(a.dq, b.dq, grad_tol), "") << "dq";
+  EXPECT_EQ(near(a.dk, b.dk, grad_tol), "") << "dk";
+  EXPECT_EQ(near(a.dv, b.dv, grad_tol), "") << "dv";
+}
+
 // Relation embeddings on the tensor-core tiles, forced on: every table row with relations (causal and not, every n, D,
 // H, B), bf16 and fp16, o, lse, dq, dk, dv and d_rel_emb against the reference on the rounded inputs. Rows the tiles do
 // not take (D = 59) are counted as not supported; prints how many rows ran and how many put edges on tensor cores.
@@ -194,17 +210,7 @@ TEST(GsaCudaTc, ManyTilesMatchReferenceAndLaneGroupsBitwiseRepeatably) {
           expect_equal_runs(a, per_call);
         }
         EXPECT_EQ(per_call_stats.dense_edges, stats.dense_edges);
-        ASSERT_EQ(a.lse.size(), lanes.lse.size());
-        for (size_t i = 0; i < a.lse.size(); ++i) {
-          if (std::isinf(lanes.lse[i])) {
-            EXPECT_TRUE(std::isinf(a.lse[i])) << "lse " << i;
-          } else {
-            EXPECT_NEAR(a.lse[i], lanes.lse[i], 1e-3 * std::max(1.0, std::fabs(lanes.lse[i]))) << "lse " << i;
-          }
-        }
-        EXPECT_EQ(near(a.dq, lanes.dq, grad_tol), "") << "dq";
-        EXPECT_EQ(near(a.dk, lanes.dk, grad_tol), "") << "dk";
-        EXPECT_EQ(near(a.dv, lanes.dv, grad_tol), "") << "dv";
+        expect_same_call(a, lanes, grad_tol);
         EXPECT_TRUE(stats.tensor_cores);
         EXPECT_TRUE(backward_stats.tensor_cores);
         EXPECT_EQ(backward_stats.dense_edges, stats.dense_edges);
@@ -262,19 +268,9 @@ TEST(GsaCudaTc, ManyTilesWithRelationsMatchReferenceAndLaneGroupsBitwiseRepeatab
           expect_equal_runs(a, per_call);
         }
         EXPECT_EQ(per_call_stats.dense_edges, stats.dense_edges);
-        ASSERT_EQ(a.lse.size(), lanes.lse.size());
-        for (size_t i = 0; i < a.lse.size(); ++i) {
-          if (std::isinf(lanes.lse[i])) {
-            EXPECT_TRUE(std::isinf(a.lse[i])) << "lse " << i;
-          } else {
-            EXPECT_NEAR(a.lse[i], lanes.lse[i], 1e-3 * std::max(1.0, std::fabs(lanes.lse[i]))) << "lse " << i;
-          }
-        }
         const double grad_tol = rows.tol.grad_tol;
+        expect_same_call(a, lanes, grad_tol);
         EXPECT_EQ(near(a.o, lanes.o, rows.tol.out_tol), "") << "o";
-        EXPECT_EQ(near(a.dq, lanes.dq, grad_tol), "") << "dq";
-        EXPECT_EQ(near(a.dk, lanes.dk, grad_tol), "") << "dk";
-        EXPECT_EQ(near(a.dv, lanes.dv, grad_tol), "") << "dv";
         EXPECT_EQ(near(a.d_rel, lanes.d_rel, grad_tol), "") << "d_rel_emb";
         EXPECT_TRUE(stats.tensor_cores);
         EXPECT_TRUE(backward_stats.tensor_cores);
@@ -406,17 +402,7 @@ TEST(GsaCudaTc, WideTilesMatchReferenceAnd16RowTilesBitwiseRepeatably) {
           }
           if (gr.pattern == "bpt") EXPECT_LT(stats.dense_edges, g.n_edges());
           EXPECT_EQ(near(a.o, narrow.o, rows.tol.out_tol), "") << "o";
-          ASSERT_EQ(a.lse.size(), narrow.lse.size());
-          for (size_t i = 0; i < a.lse.size(); ++i) {
-            if (std::isinf(narrow.lse[i])) {
-              EXPECT_TRUE(std::isinf(a.lse[i])) << "lse " << i;
-            } else {
-              EXPECT_NEAR(a.lse[i], narrow.lse[i], 1e-3 * std::max(1.0, std::fabs(narrow.lse[i]))) << "lse " << i;
-            }
-          }
-          EXPECT_EQ(near(a.dq, narrow.dq, grad_tol), "") << "dq";
-          EXPECT_EQ(near(a.dk, narrow.dk, grad_tol), "") << "dk";
-          EXPECT_EQ(near(a.dv, narrow.dv, grad_tol), "") << "dv";
+          expect_same_call(a, narrow, grad_tol);
           EXPECT_TRUE(backward_stats.tensor_cores);
           EXPECT_EQ(backward_stats.tile_rows, kGsaTileRows);
         }

@@ -184,6 +184,8 @@ class Training {
   torch::Tensor next_batch(TaskBatch& tb);
   void capture_step(const torch::Tensor& host_batch, const TaskBatch& tb, double lr);
   bool eager_step(const torch::Tensor& host_batch, const TaskBatch& tb, double t[4]);
+  torch::Tensor step_loss(const torch::Tensor& logits, const torch::Tensor& targets,
+                          const torch::Tensor& answer) const;
   bool run_step();
   bool after_step();
   void device_sync() const {
@@ -391,15 +393,21 @@ void Training::capture_step(const torch::Tensor& host_batch, const TaskBatch& tb
         for (const auto& p : params) p.grad().zero_();
         auto logits = model_->forward(static_batch_.slice(1, 0, cfg_.model.context));
         const auto targets = static_batch_.slice(1, 1, window_);
-        static_loss_ = task_.active()
-                           ? task_loss(logits, targets, static_answer_)
-                           : torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
+        static_loss_ = step_loss(logits, targets, static_answer_);
         static_loss_.backward();
         if (cfg_.clip > 0) clip_grad_norm_no_sync(params, cfg_.clip);
         stepper_->step(device_lr_);
       },
       &graphs_why_);
   if (captured_.ready()) captured_.replay();  // the capture only recorded the step: this runs it
+}
+
+// A step's loss, eager or captured: a task's over its answer positions (answer on the device; unused otherwise), else
+// every byte's.
+torch::Tensor Training::step_loss(const torch::Tensor& logits, const torch::Tensor& targets,
+                                  const torch::Tensor& answer) const {
+  if (task_.active()) return task_loss(logits, targets, answer);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
 }
 
 // t: when the forward started, the backward started, the backward ended, the gradient exchange ended. False when
@@ -413,9 +421,8 @@ bool Training::eager_step(const torch::Tensor& host_batch, const TaskBatch& tb, 
   t[0] = now_s();
   if (cfg_.profile) op_profile_.start(0);
   auto logits = model_->forward(inputs);
-  auto loss = task_.active()
-                  ? task_loss(logits, targets, device_.is_cuda() ? tb.answer.pin_memory().to(device_, true) : tb.answer)
-                  : torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), targets.reshape({-1}));
+  auto loss = step_loss(logits, targets,
+                        task_.active() && device_.is_cuda() ? tb.answer.pin_memory().to(device_, true) : tb.answer);
   double loss_v = defer_reads_ ? 0.0 : loss.item<double>();
   op_profile_.stop();
   if (sync_sections_) device_sync();

@@ -19,7 +19,8 @@ done
 venv=$(realpath -m "$venv")
 py="$venv/bin/python"
 if [ ! -x "$py" ]; then
-  echo "SKIPPED: no Python environment at $venv (bash scripts/setup.sh --python makes one)"
+  echo "SKIPPED: no Python environment at $venv (bash scripts/setup.sh --python makes one where the disk has" \
+       "about 10 GiB free)"
   exit 77
 fi
 version_ok='import sys, torch; sys.exit(tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 5))'

@@ -61,12 +61,33 @@ cmake --build "$build_dir" -j"$(nproc)"
 
 # The Python package's environment: the python3 on PATH with PyPI's torch 2.x (the package needs torch.library's
 # custom ops); the python_package test builds the package into it with pip and runs tests/python.
+# PyPI's torch is a CUDA build: about 3 GB downloaded and 5.5 GB installed, so a machine without room for it gets no
+# environment (the python_package test then skips and says why) instead of a failed setup. No pip cache: it would
+# keep a third copy.
 if [ "$python" = 1 ]; then
   venv="$build_dir/py-venv"
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q "torch>=2.5" pytest numpy "scikit-build-core>=0.9" ninja
-  "$venv/bin/python" -c 'import torch; print("setup: Python package environment", torch.__version__)'
+  need_gib=10
+  free_gib=$(( $(df -Pk "$build_dir" | awk 'NR == 2 {print $4}') / 1024 / 1024 ))
+  if [ ! -x "$venv/bin/python" ] && [ "$free_gib" -lt "$need_gib" ]; then
+    echo "setup: no Python package environment: $free_gib GiB free under $build_dir, PyPI's torch needs about" \
+         "$need_gib GiB; the python_package test will be skipped"
+  else
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    pip_log="$build_dir/py-venv-pip.log"
+    if "$venv/bin/python" -m pip install -q --no-cache-dir --upgrade pip >"$pip_log" 2>&1 &&
+       "$venv/bin/python" -m pip install -q --no-cache-dir "torch>=2.5" pytest numpy "scikit-build-core>=0.9" ninja \
+         >>"$pip_log" 2>&1; then
+      "$venv/bin/python" -c 'import torch; print("setup: Python package environment", torch.__version__)'
+    elif grep -q "No space left on device" "$pip_log"; then
+      rm -rf "$venv"
+      echo "setup: no Python package environment: the disk filled while pip installed torch ($pip_log); removed" \
+           "$venv, so the python_package test will be skipped"
+    else
+      cat "$pip_log" >&2
+      echo "setup: pip could not install the Python package environment into $venv (above)" >&2
+      exit 1
+    fi
+  fi
 fi
 
 if [ "$run_main" -eq 1 ]; then

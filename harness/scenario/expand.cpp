@@ -35,6 +35,28 @@ std::string params_text(const Params& p) {
 
 std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 
+// Between a and b (either order), where the degree is monotone and the target lies between f(a) and f(b) or before
+// f(a): the value around the crossing that comes closest (a binary search for the first value from a that reaches
+// the target; ties go to it).
+template <typename Eval>
+std::pair<int64_t, double> closest_on_monotone(Eval& eval, int64_t a, int64_t b, double f_a, double f_b, double target) {
+  const bool increasing = f_b >= f_a;
+  auto reaches = [&](double f) { return increasing ? f >= target : f <= target; };
+  if (reaches(f_a)) return {a, f_a};
+  while (std::abs(b - a) > 1) {
+    const int64_t m = a + (b - a) / 2;
+    const double f = eval(m);
+    if (reaches(f)) {
+      b = m;
+      f_b = f;
+    } else {
+      a = m;
+      f_a = f;
+    }
+  }
+  return std::abs(f_a - target) < std::abs(f_b - target) ? std::make_pair(a, f_a) : std::make_pair(b, f_b);
+}
+
 }  // namespace
 
 DegreeSolution solve_degree(const std::string& pattern, int64_t n, bool causal, Params fixed,
@@ -55,47 +77,51 @@ DegreeSolution solve_degree(const std::string& pattern, int64_t n, bool causal, 
     ++best.builds;
     return mean_degree(pattern, n, causal, fixed);
   };
+  auto answer = [&](std::pair<int64_t, double> va) {
+    best.value = va.first;
+    best.achieved = va.second;
+    return best;
+  };
   const double f_lo = eval(lo);
   const double f_hi = hi > lo ? eval(hi) : f_lo;
+  // A target below both ends may lie in a valley: strided's degree is about l + n/2l, highest at both ends. Probes at
+  // lo + 2^j find the valley; a ternary search finds its floor; each side of the floor is monotone.
+  if (target < std::min(f_lo, f_hi) && hi - lo >= 2) {
+    std::vector<std::pair<int64_t, double>> probes = {{lo, f_lo}};
+    for (int64_t step = 1; lo + step < hi; step *= 2) probes.emplace_back(lo + step, eval(lo + step));
+    probes.emplace_back(hi, f_hi);
+    size_t m = 0;
+    for (size_t i = 1; i < probes.size(); ++i) {
+      if (probes[i].second < probes[m].second) m = i;
+    }
+    if (m != 0 && m + 1 != probes.size()) {
+      int64_t a = probes[m - 1].first, b = probes[m + 1].first;
+      while (b - a > 8) {
+        const int64_t x = a + (b - a) / 3, y = b - (b - a) / 3;
+        if (eval(x) <= eval(y)) {
+          b = y;
+        } else {
+          a = x;
+        }
+      }
+      std::pair<int64_t, double> floor{a, eval(a)};
+      for (int64_t v = a + 1; v <= b; ++v) {
+        const double f = eval(v);
+        if (f < floor.second) floor = {v, f};
+      }
+      if (floor.second >= target) return answer(floor);
+      // Both sides reach the target: the closer crossing, the larger value on a tie.
+      const auto left = closest_on_monotone(eval, floor.first, lo, floor.second, f_lo, target);
+      const auto right = closest_on_monotone(eval, floor.first, hi, floor.second, f_hi, target);
+      return answer(std::abs(left.second - target) < std::abs(right.second - target) ? left : right);
+    }
+  }
   const bool increasing = f_hi >= f_lo;
-  // Smallest v in [lo, hi] whose degree reaches the target (in the monotone direction).
-  auto reaches = [&](double f) { return increasing ? f >= target : f <= target; };
-  int64_t a = lo, b = hi;  // invariant: answer in [a, b]
-  double f_b = f_hi;
-  if (!reaches(f_hi)) {
-    best.value = hi;
-    best.achieved = f_hi;
-    if (std::abs(f_lo - target) < std::abs(f_hi - target)) {
-      best.value = lo;
-      best.achieved = f_lo;
-    }
-    return best;
+  const bool reaches_hi = increasing ? f_hi >= target : f_hi <= target;
+  if (!reaches_hi) {  // out of range: the closer end
+    return answer(std::abs(f_lo - target) < std::abs(f_hi - target) ? std::make_pair(lo, f_lo) : std::make_pair(hi, f_hi));
   }
-  if (reaches(f_lo)) {
-    best.value = lo;
-    best.achieved = f_lo;
-    return best;
-  }
-  double f_a = f_lo;  // f(a) does not reach; f(b) reaches
-  while (b - a > 1) {
-    const int64_t m = a + (b - a) / 2;
-    const double f = eval(m);
-    if (reaches(f)) {
-      b = m;
-      f_b = f;
-    } else {
-      a = m;
-      f_a = f;
-    }
-  }
-  if (std::abs(f_a - target) < std::abs(f_b - target)) {
-    best.value = a;
-    best.achieved = f_a;
-  } else {
-    best.value = b;
-    best.achieved = f_b;
-  }
-  return best;
+  return answer(closest_on_monotone(eval, lo, hi, f_lo, f_hi, target));
 }
 
 GraphStats dense_op_stats(int64_t n, bool causal) {

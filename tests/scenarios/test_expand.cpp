@@ -183,6 +183,25 @@ TEST(EqualDegree, WindowMatchesBruteForce) {
   }
 }
 
+// Strided's degree is about l + n/2l: a valley between two high ends. A target below both ends was answered with an
+// end (l = 1, degree 32.5 for a target of 8 at n = 64) before the solver looked for the valley.
+TEST(EqualDegree, StridedValleyMatchesBruteForce) {
+  for (int64_t n : {64, 512}) {
+    for (bool causal : {false, true}) {
+      std::vector<double> curve;
+      for (int64_t l = 1; l <= n; ++l) curve.push_back(degree("strided", n, causal, {{"l", l}}));
+      for (double target : {1.0, 8.0, 12.0, 20.0, 48.0, 100.0, 10000.0}) {
+        const DegreeSolution sol = solve_degree("strided", n, causal, {}, "l", target);
+        double best = 1e18;
+        for (const double f : curve) best = std::min(best, std::abs(f - target));
+        EXPECT_NEAR(std::abs(sol.achieved - target), best, 1e-9) << "n " << n << " target " << target << " causal " << causal;
+        EXPECT_DOUBLE_EQ(sol.achieved, degree("strided", n, causal, {{"l", sol.value}}));
+        EXPECT_LE(sol.builds, 60) << "n " << n << " target " << target;
+      }
+    }
+  }
+}
+
 TEST(EqualDegree, BptMatchesBruteForceAtPaperLength) {
   for (double target : {9.0, 23.7, 60.0}) {
     const DegreeSolution sol = solve_degree("bpt", 511, true, {}, "k", target);

@@ -199,11 +199,12 @@ void print_points(const Scenario& s, const std::vector<Point>& points) {
 
 namespace {
 
-// --overwrite clears the run; --resume reads which points are recorded already (returned); otherwise a run
-// directory that holds records is refused.
-std::set<std::string> prepare_records(const fs::path& dir, const std::string& records_path, const SweepOptions& opt) {
+// --overwrite clears the run; --resume reads which points are recorded already (returned: point id -> its index);
+// otherwise a run directory that holds records is refused.
+std::map<std::string, int64_t> prepare_records(const fs::path& dir, const std::string& records_path,
+                                               const SweepOptions& opt) {
   std::error_code ec;
-  std::set<std::string> done;
+  std::map<std::string, int64_t> done;
   if (opt.overwrite && !opt.resume) {
     // train/ too: a point finds its checkpoint there and would continue the replaced run's training.
     for (const char* f : {"records.jsonl", "records.csv", "run.json", "train"}) {
@@ -215,7 +216,8 @@ std::set<std::string> prepare_records(const fs::path& dir, const std::string& re
     const RecordFile prior = read_records(records_path);
     for (const std::string& p : prior.problems) fmt::print(stderr, "warning: {}\n", p);
     for (const json& r : prior.records) {
-      if (r.contains("point") && r["point"].is_string()) done.insert(r["point"].get<std::string>());
+      if (!r.contains("point") || !r["point"].is_string()) continue;
+      done[r["point"].get<std::string>()] = r.contains("index") && r["index"].is_number_integer() ? r["index"].get<int64_t>() : -1;
     }
   } else if (fs::exists(records_path) && fs::file_size(records_path, ec) > 0) {
     throw Error(fmt::format("{} already holds records; pass --resume to continue that run, --overwrite to replace "
@@ -338,16 +340,41 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
   const int64_t cpu_budget = opt.cpu_budget > 0 ? opt.cpu_budget : available_cpus();
   if (jobs > 1 && opt.point_command.empty()) throw Error("internal: --jobs above 1 needs the point command");
 
-  const std::set<std::string> done = prepare_records(dir, records_path, opt);
+  const std::map<std::string, int64_t> done = prepare_records(dir, records_path, opt);
 
   write_run_json(dir, s, opt, jobs, sum.total);
 
   if (opt.export_graphs) export_graph_pictures(dir, points);
 
-  std::vector<const Point*> runnable;
+  // A resumed scenario with points added or removed numbers its points anew; a point to run whose number a recorded
+  // point of the run holds gets a number after every other, so its training, log and handoff files never replace
+  // that point's (train/NNNN, logs/point-NNNN.log).
+  std::map<int64_t, std::string> recorded_at;
+  int64_t next_index = 0;
+  for (const auto& [id, index] : done) {
+    if (index >= 0) recorded_at[index] = id;
+    next_index = std::max(next_index, index + 1);
+  }
+  for (const Point& p : points) next_index = std::max(next_index, p.index + 1);
+  std::vector<Point> renumbered;
+  renumbered.reserve(points.size());  // stable addresses: runnable points into it
+  std::vector<const Point*> runnable, pending;  // pending: in order, the skipped ones too
   for (const Point& p : points) {
-    if (done.count(p.id)) ++sum.already;
-    else if (p.skip_reason.empty()) runnable.push_back(&p);
+    if (done.count(p.id)) {
+      ++sum.already;
+      continue;
+    }
+    const auto held = recorded_at.find(p.index);
+    if (held == recorded_at.end() || held->second == p.id) {
+      pending.push_back(&p);
+    } else {
+      renumbered.push_back(p);
+      renumbered.back().index = next_index++;
+      fmt::print("note: point {} ({}) runs as point {}: the run's records hold {} as point {}\n", p.index, p.label,
+                 renumbered.back().index, held->second, p.index);
+      pending.push_back(&renumbered.back());
+    }
+    if (p.skip_reason.empty()) runnable.push_back(pending.back());
   }
   const int64_t to_run = static_cast<int64_t>(runnable.size());
   fmt::print("{}: {} points: {} to run, {} to skip, {} already recorded -> {}\n", s.name, sum.total, to_run,
@@ -413,16 +440,16 @@ SweepSummary run_sweep(const Scenario& s, const std::vector<Point>& points, cons
     record["reason"] = error ? p.skip_reason.substr(7) : p.skip_reason;
   };
   if (jobs > 1) {
-    for (const Point& p : points) {
-      if (done.count(p.id) || p.skip_reason.empty()) continue;
-      json record = base_record(p);
-      record_skip(p, record);
-      finish(p, record);
+    for (const Point* q : pending) {
+      if (q->skip_reason.empty()) continue;
+      json record = base_record(*q);
+      record_skip(*q, record);
+      finish(*q, record);
     }
     run_in_processes(s, runnable, opt, jobs, cpu_budget, base_record, finish, running, sum);
   } else {
-    for (const Point& p : points) {
-      if (done.count(p.id)) continue;
+    for (const Point* q : pending) {
+      const Point& p = *q;
       json record = base_record(p);
       if (!p.skip_reason.empty()) {
         record_skip(p, record);

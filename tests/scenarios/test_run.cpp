@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "harness/cli/cli.h"
 #include "harness/lm/config.h"
@@ -13,6 +14,7 @@
 #include "kernels/torch/graph_attention_op.h"
 #include "patterns/pattern.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "tests/scenarios/temp_dir.h"
 
 using namespace sb;
@@ -172,6 +174,40 @@ TEST(Run, TrainPointsDeriveEachValueOnce) {
   EXPECT_EQ(train_config_serialisations() - configs, 2);
   // One read of the data file for the whole process (both points train on it).
   EXPECT_EQ(enwik8_file_reads() - reads, 1);
+}
+
+// A resumed scenario with a pattern inserted numbers its points anew: the new point runs under a number no recorded
+// point holds, and the recorded point's training directory (its result, metrics and checkpoint) stays its own.
+TEST(Run, ResumeWithAnInsertedPointKeepsEveryRecordedRunsDirectory) {
+  TempDir d("insert");
+  auto scenario = [&](const std::string& patterns) {
+    return R"({"kind": "train", "seed": 2, "model": {"layers": 1, "dim": 16, "ffn": 32, "heads": 1},
+      "train": {"task": "mqar", "task_vocab": 32, "task_pairs": 4, "task_eval": 8, "steps": 2, "eval_every": 2,
+                "eval_batch": 8, "checkpoint_every": 2},
+      "axes": {"patterns": [)" + patterns + R"(], "lengths": [32], "tokens": 64, "causal": true, "threads": 1}})";
+  };
+  const std::string before = write(d, "before.json", scenario(R"({"name": "bpt", "k": 2}, {"name": "dense", "attention": "dense"})"));
+  const std::string after = write(d, "after.json", scenario(R"({"name": "bpt", "k": 2}, {"name": "window", "w": 5}, {"name": "dense", "attention": "dense"})"));
+  ASSERT_EQ(cmd_run({before, "--out", d.file("run"), "--no-plot"}), 0);
+  const std::string dense_result = d.file("run/train/0001/result.json");
+  bool exists = false;
+  const std::string dense_text = read_file(dense_result, &exists);
+  ASSERT_TRUE(exists);
+  // One process (the renumbering is the sweep's, before points are handed to --jobs processes).
+  ASSERT_EQ(cmd_run({after, "--out", d.file("run"), "--resume", "--allow-changes", "--no-plot"}), 0);
+  EXPECT_EQ(read_file(dense_result, &exists), dense_text);
+  const RecordFile r = read_records(d.file("run/records.jsonl"));
+  ASSERT_EQ(r.records.size(), 3u);
+  std::map<std::string, int64_t> index_of;
+  for (const json& rec : r.records) {
+    ASSERT_EQ(rec["status"], "ok") << rec.dump();
+    index_of[rec["pattern"].get<std::string>()] = rec["index"].get<int64_t>();
+  }
+  EXPECT_EQ(index_of["bpt"], 0);
+  EXPECT_EQ(index_of["dense"], 1);
+  EXPECT_EQ(index_of["window"], 3);  // after every number of the new expansion (0..2)
+  const json window = json::parse(read_file(d.file("run/train/0003/result.json"), &exists));
+  EXPECT_EQ(window["config"]["model"]["pattern"], "window");
 }
 
 TEST(Run, BadScenarioFailsBeforeRunningAnything) {

@@ -4,16 +4,22 @@
 group_tasks(records) -> groups, each with its per-bucket accuracy summary (Student-t over seeds, and pooled answers
 with a Wilson interval), the graph's reach for the bucket (fraction of sampled query positions whose key and value
 arrive within the model's layers) and the prediction check:
-  unreachable bucket (no sampled query reaches it): the prediction holds when pooled accuracy lies within the 95%
-  binomial interval around chance, and fails otherwise;
+  unreachable bucket (no sampled query reaches it): the prediction holds when pooled accuracy is not above the 95%
+  binomial interval around chance ("holds (below chance)" under it: a model that cannot see the key names a value it
+  can see, and in MQAR, whose values are distinct, every visible value is another key's), and fails above it;
   reachable bucket: "retrieves" when the pooled Wilson interval lies above chance, "at chance" otherwise (reach is
   necessary, not sufficient).
 contrasts(groups) pairs each non-bpt group with the bpt group of nearest degree at its length and task (only within
 MATCHED_RATIO of it: segtree and dense are not at matched degree), per bucket, seed by seed (bpt - other); the
 buckets beyond the other pattern's reach form one family and those within it another, each Holm-corrected.
 A contrast's verdict is "supports" / "contradicts" only when every run behind it passes the task gates:
-  trained    the run retrieves at its nearest distance bucket of at least NEAR_ANSWERS answers (accuracy above
-             chance's 95% binomial interval there): a model that learnt nothing says nothing about its graph;
+  trained    the run retrieves within its graph's reach: its accuracy pooled over the buckets every sampled query
+             reaches lies above chance's 95% binomial interval for those answers (a model that learnt nothing says
+             nothing about its graph). Not "at its nearest distance": MQAR's nearest queries stand among other
+             queries' pairs and are its hardest, recall_distance's its easiest. For MQAR the bar is 1/pairs, not
+             chance: naming one of the sequence's values without matching keys scores that. MQAR records whose
+             values repeat within a sequence (the generator before task.params.values) fail it: their scores above
+             chance need no key matching;
   flattened  valid accuracy gained less than FLAT_ACCURACY from the last evaluation at or before stats.FLAT_FRACTION
              of the steps to the last one (a run still learning may yet change the difference).
 """
@@ -24,7 +30,6 @@ import stats
 
 Z95 = 1.959963984540054
 MATCHED_RATIO = 1.5  # degrees further apart than this are not a matched-degree pair
-NEAR_ANSWERS = 50  # the "trained" gate looks at the nearest bucket with at least this many answers
 FLAT_ACCURACY = 0.03  # valid accuracy gained over the last 20% of the steps below which a task run counts as flattened
 
 
@@ -60,7 +65,10 @@ def bucket_summary(rows, k, chance):
            "max_hops": reach.get("max_hops"), "per_seed": accs}
     lo, hi = chance_interval(chance, answers)
     if out["fraction_reachable"] == 0:
-        out["prediction"] = "holds" if answers and lo <= out["pooled_accuracy"] <= hi else "fails"
+        if not answers or out["pooled_accuracy"] > hi:
+            out["prediction"] = "fails"
+        else:
+            out["prediction"] = "holds" if out["pooled_accuracy"] >= lo else "holds (below chance)"
     elif out["pooled_ci95"] and out["pooled_ci95"][0] > chance:
         out["prediction"] = "retrieves"
     else:
@@ -85,11 +93,26 @@ def accuracy_flattened(evals, steps):
 def run_gates(r, chance):
     """The task gates one run fails, in words (empty: it passes)."""
     failed = []
-    by = [b for b in r.get("accuracy_by_distance") or [] if isinstance(b, dict) and b.get("answers")]
-    near = next((b for b in by if b["answers"] >= NEAR_ANSWERS), by[0] if by else {})
-    lo, hi = chance_interval(chance, near.get("answers") or 0)
-    if not stats.is_number(near.get("accuracy")) or near["accuracy"] <= hi:
-        failed.append("not trained (at chance at its nearest distance)")
+    task = r.get("task") or {}
+    params = task.get("params") or {}
+    floor = chance
+    if task.get("name") == "mqar":
+        if params.get("values") != "distinct within a sequence":
+            failed.append("not trained (mqar values repeat within a sequence: scores need no key matching)")
+        if stats.is_number(params.get("pairs")) and params["pairs"] > 0:
+            floor = max(chance, 1 / params["pairs"])
+    by = r.get("accuracy_by_distance") or []
+    reach = (r.get("reach") or {}).get("buckets") or []
+    within = [b for b, rb in zip(by, reach) if isinstance(b, dict) and isinstance(rb, dict) and b.get("answers") and
+              stats.is_number(b.get("accuracy")) and rb.get("fraction_reachable") == 1]
+    answers = sum(b["answers"] for b in within)
+    if not answers:
+        failed.append("not trained (no answers at a distance within its reach)")
+    else:
+        lo, hi = chance_interval(floor, answers)
+        if sum(b["accuracy"] * b["answers"] for b in within) / answers <= hi:
+            failed.append("not trained (at chance within its reach)" if floor == chance else
+                          f"not trained (within its reach no better than {100 * floor:.1f}%, one of the sequence's values)")
     flat = accuracy_flattened(r.get("evals"), r.get("steps"))
     if flat is None:
         failed.append("not flattened (no valid evaluation before the last 20% of the steps)")

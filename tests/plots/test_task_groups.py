@@ -37,6 +37,10 @@ class Prediction(unittest.TestCase):
         groups = {g["pattern"]: g for g in task_groups.group_tasks(self.records)}
         w = groups["window"]["buckets"]
         self.assertEqual([b["prediction"] for b in w], ["retrieves", "holds", "fails"])
+        # Under chance beyond reach is no retrieval either (MQAR: the values it can see are other keys').
+        below = [rec("window", 48.0, s, [(8, 0.9), (64, 0.02), (128, 0.06)], [1.0, 0.0, 0.0]) for s in (1, 2, 3)]
+        self.assertEqual([b["prediction"] for b in task_groups.group_tasks(below)[0]["buckets"]],
+                         ["retrieves", "holds (below chance)", "holds"])
         self.assertEqual(w[1]["answers"], 1200)
         self.assertAlmostEqual(w[1]["accuracy"]["mean"], 0.0625, places=12)
         self.assertEqual([b["prediction"] for b in groups["bpt"]["buckets"]], ["retrieves"] * 3)
@@ -54,7 +58,7 @@ class Prediction(unittest.TestCase):
         self.assertEqual(cs[1]["gates_failed"], [])
 
     def test_verdicts_need_trained_and_flattened_runs(self):
-        # bpt seed 2 still learning; the window's seed 3 at chance at its nearest distance
+        # bpt seed 2 still learning; the window's seed 3 at chance within its reach
         recs = [dict(r) for r in self.records]
         for i, r in enumerate(recs):
             if r["pattern"] == "bpt" and r["seed"] == 2:
@@ -70,6 +74,31 @@ class Prediction(unittest.TestCase):
         self.assertEqual(far[0]["verdict"], "inconclusive")
         self.assertTrue(far[0]["verdict_reason"].startswith("gate failed: not flattened (1 of 6 runs)"))
         self.assertIsNone(task_groups.accuracy_flattened([{"split": "valid", "step": 300, "accuracy": 0.5}], 300))
+
+    def test_trained_looks_at_every_distance_within_reach(self):
+        # MQAR: the nearest queries are the hardest (0%), the farther ones within reach retrieve: trained. Beyond
+        # reach does not count, and a run with nothing within reach is not trained.
+        mqar = rec("dense", 32.5, 1, [(4, 0.0), (16, 0.3), (32, 0.6)], [1.0, 1.0, 1.0], answers=100)
+        self.assertEqual(task_groups.run_gates(mqar, 0.0625), [])
+        window = rec("window", 8.4, 1, [(4, 0.0), (16, 0.07), (32, 0.9)], [1.0, 1.0, 0.0], answers=100)
+        self.assertEqual(task_groups.run_gates(window, 0.0625), ["not trained (at chance within its reach)"])
+        blind = rec("window", 8.4, 1, [(16, 0.5)], [0.5], answers=100)
+        self.assertEqual(task_groups.run_gates(blind, 0.0625), ["not trained (no answers at a distance within its reach)"])
+
+    def test_mqar_bar_is_one_of_the_sequences_values(self):
+        # 8 pairs: 14% within reach is about what naming one of the sequence's 8 values scores (12.5%), not retrieval;
+        # records of the generator whose values repeated fail whatever they score.
+        def mqar(acc, values="distinct within a sequence"):
+            r = rec("bpt", 8.8, 1, [(16, acc), (32, acc)], [1.0, 1.0], answers=500)
+            r["task"] = {"name": "mqar", "chance": 0.0625, "params": {"pairs": 8, "values": values}}
+            return r
+        self.assertEqual(task_groups.run_gates(mqar(0.14), 0.0625),
+                         ["not trained (within its reach no better than 12.5%, one of the sequence's values)"])
+        self.assertEqual(task_groups.run_gates(mqar(0.40), 0.0625), [])
+        old = mqar(0.40)
+        del old["task"]["params"]["values"]
+        self.assertEqual(task_groups.run_gates(old, 0.0625),
+                         ["not trained (mqar values repeat within a sequence: scores need no key matching)"])
 
 
 if __name__ == "__main__":

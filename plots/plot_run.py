@@ -17,6 +17,7 @@ Draws what the records contain, as PNG and SVG under RUN_DIR/plots/:
   task_accuracy_vs_distance  task runs: accuracy per distance bucket, one panel per task and context, each
                         pattern's unreachable distances (more hops than layers) shaded in a band below
   task_accuracy_vs_length    task runs: test accuracy against the context
+  task_learning_curves  task runs, one panel per configuration: every seed's valid accuracy, chance, the 80% mark
   learning_curves       one panel per configuration: every seed's valid evaluations, the 80%-of-steps mark
   context_lens          valid BPC vs the context each scored byte may see, one line per configuration
   gemm_fraction         attention FLOP rate as a fraction of a large fp32 GEMM
@@ -363,6 +364,44 @@ def plot_task_length(tgroups, out_dir, written):
         ax.grid(True, which="both", alpha=0.3)
     shared_legend(fig, axes)  # panels() already hid the grid's unused axes
     save(fig, out_dir, "task_accuracy_vs_length", written)
+
+
+def plot_task_learning_curves(tgroups, out_dir, written):
+    """One panel per task group: every seed's valid accuracy against the step, chance, the trained gate's bar where it
+    differs (MQAR: 1/pairs), and the mark after which flattening is judged."""
+    curves = []
+    for g in tgroups:
+        runs = sorted(g["per_seed"].items(), key=lambda kv: (not isinstance(kv[0], int), kv[0] or 0))
+        per_seed = [(seed, task_groups.accuracy_curve(r.get("evals")), r.get("steps"), r) for seed, r in runs]
+        per_seed = [c for c in per_seed if c[1]]
+        if per_seed:
+            curves.append((g, per_seed))
+    if not curves:
+        return
+    fig, axes = panels(len(curves), cols=3)
+    for ax, (g, per_seed) in zip(axes, curves):
+        for seed, pts, _, _ in per_seed:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", ms=3, lw=1,
+                    label=f"seed {seed}" if seed is not None else "one run")
+        ax.axhline(g["chance"], color="0.3", ls="--", lw=0.8, label="chance")
+        floor = task_groups.trained_floor(per_seed[0][3], g["chance"])
+        if floor != g["chance"]:
+            ax.axhline(floor, color="0.3", ls=":", lw=0.8, label="one of the sequence's values")
+        steps = [s for _, _, s, _ in per_seed if stats.is_number(s)]
+        if steps:
+            ax.axvline(stats.FLAT_FRACTION * max(steps), color="0.5", ls="--", lw=0.8,
+                       label=f"{stats.FLAT_FRACTION:.0%} of steps")
+        flat = sum(1 for gates in g["gates"].values() if not any(w.startswith("not flattened") for w in gates))
+        ax.set_title(f"{g['task']}: {g['label']}, context {g['length']}: flattened {flat}/{g['n']}", fontsize=8)
+        ax.set_xlabel("step")
+        ax.set_ylabel("valid accuracy on answers")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle("Task learning curves (flattened: less than "
+                 f"{100 * task_groups.FLAT_ACCURACY:.0f} points of valid accuracy gained after the mark)")
+    fig.tight_layout()
+    save(fig, out_dir, "task_learning_curves", written)
 
 
 def plot_context_bpc(groups, out_dir, written):
@@ -823,6 +862,7 @@ def main(argv):
     plot_context_bpc(groups, out_dir, written)
     plot_task_distance(tgroups, out_dir, written)
     plot_task_length(tgroups, out_dir, written)
+    plot_task_learning_curves(tgroups, out_dir, written)
     plot_learning_curves(groups, records, out_dir, written)
     plot_context_lens(groups, out_dir, written)
     gemm_source = plot_gemm_fraction(ok, run_dir, out_dir, written)

@@ -76,13 +76,18 @@ def bucket_summary(rows, k, chance):
     return out
 
 
+def accuracy_curve(evals):
+    """[(step, accuracy)] of a task record's valid evaluations, by step (entries without both numbers left out)."""
+    return sorted((e["step"], e["accuracy"]) for e in evals or [] if isinstance(e, dict) and
+                  e.get("split", "valid") == "valid" and stats.is_number(e.get("step")) and
+                  stats.is_number(e.get("accuracy")))
+
+
 def accuracy_flattened(evals, steps):
     """(gain, flattened) of a task run's valid accuracy over its last stretch, or None without an evaluation before it."""
     if not stats.is_number(steps) or steps <= 0:
         return None
-    curve = sorted((e["step"], e["accuracy"]) for e in evals or [] if isinstance(e, dict) and
-                   e.get("split", "valid") == "valid" and stats.is_number(e.get("step")) and
-                   stats.is_number(e.get("accuracy")))
+    curve = accuracy_curve(evals)
     early = [c for c in curve if c[0] <= stats.FLAT_FRACTION * steps]
     if not early or early[-1][0] >= curve[-1][0]:
         return None
@@ -90,17 +95,22 @@ def accuracy_flattened(evals, steps):
     return gain, gain < FLAT_ACCURACY
 
 
+def trained_floor(r, chance):
+    """The accuracy the trained gate must beat: chance, or for MQAR 1/pairs (naming one of the sequence's values)."""
+    task = r.get("task") or {}
+    pairs = (task.get("params") or {}).get("pairs")
+    if task.get("name") == "mqar" and stats.is_number(pairs) and pairs > 0:
+        return max(chance, 1 / pairs)
+    return chance
+
+
 def run_gates(r, chance):
     """The task gates one run fails, in words (empty: it passes)."""
     failed = []
     task = r.get("task") or {}
-    params = task.get("params") or {}
-    floor = chance
-    if task.get("name") == "mqar":
-        if params.get("values") != "distinct within a sequence":
-            failed.append("not trained (mqar values repeat within a sequence: scores need no key matching)")
-        if stats.is_number(params.get("pairs")) and params["pairs"] > 0:
-            floor = max(chance, 1 / params["pairs"])
+    if task.get("name") == "mqar" and (task.get("params") or {}).get("values") != "distinct within a sequence":
+        failed.append("not trained (mqar values repeat within a sequence: scores need no key matching)")
+    floor = trained_floor(r, chance)
     by = r.get("accuracy_by_distance") or []
     reach = (r.get("reach") or {}).get("buckets") or []
     within = [b for b, rb in zip(by, reach) if isinstance(b, dict) and isinstance(rb, dict) and b.get("answers") and

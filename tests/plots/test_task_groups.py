@@ -101,5 +101,35 @@ class Prediction(unittest.TestCase):
                          ["not trained (mqar values repeat within a sequence: scores need no key matching)"])
 
 
+class LearningCurves(unittest.TestCase):
+    def test_one_panel_per_group_with_every_seed_chance_and_the_flattening_count(self):
+        try:
+            import plot_run
+        except ImportError as e:
+            self.skipTest(f"plot_run needs matplotlib: {e}")
+        records = [rec("window", 8.4, s, [(8, 0.3)], [1.0], late_gain=g) for s, g in ((1, 0.0), (2, 0.05), (3, 0.01))]
+        for s in (1, 2):
+            r = rec("bpt", 8.8, s, [(8, 0.6)], [1.0])
+            r["task"] = {"name": "mqar", "chance": 0.0625, "params": {"pairs": 8, "values": "distinct within a sequence"}}
+            records.append(r)
+        silent = rec("dense", 32.5, 1, [(8, 0.4)], [1.0])
+        silent["evals"] = []  # no valid evaluation: no panel
+        records.append(silent)
+        captured = {}
+        save = plot_run.save
+        plot_run.save = lambda fig, out_dir, name, written: captured.update({name: fig})
+        try:
+            plot_run.plot_task_learning_curves(task_groups.group_tasks(records), None, [])
+        finally:
+            plot_run.save = save
+        axes = [ax for ax in captured["task_learning_curves"].axes if ax.get_visible()]
+        self.assertEqual([ax.get_title() for ax in axes],
+                         ["mqar: bpt, context 512: flattened 2/2", "recall_distance: window, context 512: flattened 2/3"])
+        bpt, window = ([line.get_label() for line in ax.get_lines()] for ax in axes)
+        self.assertEqual(window, ["seed 1", "seed 2", "seed 3", "chance", "80% of steps"])
+        self.assertEqual(bpt, ["seed 1", "seed 2", "chance", "one of the sequence's values", "80% of steps"])
+        self.assertEqual(list(axes[0].get_lines()[0].get_ydata()), [0.2, 0.49, 0.5])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -369,39 +369,25 @@ def plot_task_length(tgroups, out_dir, written):
 def plot_task_learning_curves(tgroups, out_dir, written):
     """One panel per task group: every seed's valid accuracy against the step, chance, the trained gate's bar where it
     differs (MQAR: 1/pairs), and the mark after which flattening is judged."""
-    curves = []
+    def bars(g):
+        floor = task_groups.trained_floor(next(iter(g["per_seed"].values())), g["chance"])
+
+        def decorate(ax):
+            ax.axhline(g["chance"], color="0.3", ls="--", lw=0.8, label="chance")
+            if floor != g["chance"]:
+                ax.axhline(floor, color="0.3", ls=":", lw=0.8, label="one of the sequence's values")
+            ax.set_ylim(-0.02, 1.02)
+        return decorate
+
+    cases = []
     for g in tgroups:
-        runs = sorted(g["per_seed"].items(), key=lambda kv: (not isinstance(kv[0], int), kv[0] or 0))
-        per_seed = [(seed, task_groups.accuracy_curve(r.get("evals")), r.get("steps"), r) for seed, r in runs]
-        per_seed = [c for c in per_seed if c[1]]
-        if per_seed:
-            curves.append((g, per_seed))
-    if not curves:
-        return
-    fig, axes = panels(len(curves), cols=3)
-    for ax, (g, per_seed) in zip(axes, curves):
-        for seed, pts, _, _ in per_seed:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", ms=3, lw=1,
-                    label=f"seed {seed}" if seed is not None else "one run")
-        ax.axhline(g["chance"], color="0.3", ls="--", lw=0.8, label="chance")
-        floor = task_groups.trained_floor(per_seed[0][3], g["chance"])
-        if floor != g["chance"]:
-            ax.axhline(floor, color="0.3", ls=":", lw=0.8, label="one of the sequence's values")
-        steps = [s for _, _, s, _ in per_seed if stats.is_number(s)]
-        if steps:
-            ax.axvline(stats.FLAT_FRACTION * max(steps), color="0.5", ls="--", lw=0.8,
-                       label=f"{stats.FLAT_FRACTION:.0%} of steps")
         flat = sum(1 for gates in g["gates"].values() if not any(w.startswith("not flattened") for w in gates))
-        ax.set_title(f"{g['task']}: {g['label']}, context {g['length']}: flattened {flat}/{g['n']}", fontsize=8)
-        ax.set_xlabel("step")
-        ax.set_ylabel("valid accuracy on answers")
-        ax.set_ylim(-0.02, 1.02)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    fig.suptitle("Task learning curves (flattened: less than "
-                 f"{100 * task_groups.FLAT_ACCURACY:.0f} points of valid accuracy gained after the mark)")
-    fig.tight_layout()
-    save(fig, out_dir, "task_learning_curves", written)
+        runs = sorted(g["per_seed"].items(), key=lambda kv: (not isinstance(kv[0], int), kv[0] or 0))
+        cases.append((f"{g['task']}: {g['label']}, context {g['length']}: flattened {flat}/{g['n']}", runs, bars(g)))
+    draw_seed_curves(cases, lambda r: task_groups.accuracy_curve(r.get("evals")), "valid accuracy on answers",
+                     "Task learning curves (flattened: less than "
+                     f"{100 * task_groups.FLAT_ACCURACY:.0f} points of valid accuracy gained after the mark)",
+                     "task_learning_curves", out_dir, written)
 
 
 def plot_context_bpc(groups, out_dir, written):
@@ -421,36 +407,49 @@ def plot_context_bpc(groups, out_dir, written):
                  "Context length vs BPC", "context_vs_bpc", out_dir, written)
 
 
-def plot_learning_curves(groups, records, out_dir, written):
-    """One panel per group: every seed's valid evaluations, and the mark after which flattening is judged."""
-    rows = seed_groups.train_rows(records)
-    curves = []
-    for g in groups:
-        ok = [r for r in rows[g["config_id"]] if r.get("status") == "ok"]
-        per_seed = [(seed_groups.seed_of(r), stats.valid_curve(r.get("evals")), r.get("steps")) for r in ok]
+def draw_seed_curves(cases, curve_of, ylabel, suptitle, name, out_dir, written):
+    """One panel per (title, [(seed, record)], decorate) case: every seed's curve_of(record) [(step, value)], what
+    decorate(ax) adds, and the mark after which flattening is judged. Cases without a curve get no panel."""
+    drawn = []
+    for title, runs, decorate in cases:
+        per_seed = [(seed, curve_of(r), r.get("steps")) for seed, r in runs]
         per_seed = [c for c in per_seed if c[1]]
         if per_seed:
-            curves.append((g, per_seed))
-    if not curves:
+            drawn.append((title, per_seed, decorate))
+    if not drawn:
         return
-    fig, axes = panels(len(curves), cols=3)
-    for ax, (g, per_seed) in zip(axes, curves):
+    fig, axes = panels(len(drawn), cols=3)
+    for ax, (title, per_seed, decorate) in zip(axes, drawn):
         for seed, pts, _ in per_seed:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", ms=3, lw=1,
                     label=f"seed {seed}" if seed is not None else "one run")
-        steps = [s for _, _, s in per_seed if seed_groups.number(s)]
+        decorate(ax)
+        steps = [s for _, _, s in per_seed if stats.is_number(s)]
         if steps:
             ax.axvline(stats.FLAT_FRACTION * max(steps), color="0.5", ls="--", lw=0.8,
                        label=f"{stats.FLAT_FRACTION:.0%} of steps")
-        flat = g["flattened"]
-        ax.set_title(f"{g['label']}, context {g['length']}: flattened {flat['count']}/{flat['of']}", fontsize=8)
+        ax.set_title(title, fontsize=8)
         ax.set_xlabel("step")
-        ax.set_ylabel("valid BPC")
+        ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6)
-    fig.suptitle(f"Learning curves (flattened: less than {stats.FLAT_THRESHOLD} BPC gained after the mark)")
+    fig.suptitle(suptitle)
     fig.tight_layout()
-    save(fig, out_dir, "learning_curves", written)
+    save(fig, out_dir, name, written)
+
+
+def plot_learning_curves(groups, records, out_dir, written):
+    """One panel per group: every seed's valid evaluations, and the mark after which flattening is judged."""
+    rows = seed_groups.train_rows(records)
+    cases = []
+    for g in groups:
+        ok = [r for r in rows[g["config_id"]] if r.get("status") == "ok"]
+        flat = g["flattened"]
+        cases.append((f"{g['label']}, context {g['length']}: flattened {flat['count']}/{flat['of']}",
+                      [(seed_groups.seed_of(r), r) for r in ok], lambda ax: None))
+    draw_seed_curves(cases, lambda r: stats.valid_curve(r.get("evals")), "valid BPC",
+                     f"Learning curves (flattened: less than {stats.FLAT_THRESHOLD} BPC gained after the mark)",
+                     "learning_curves", out_dir, written)
 
 
 def plot_context_lens(groups, out_dir, written):

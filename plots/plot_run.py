@@ -434,7 +434,7 @@ def draw_seed_curves(cases, curve_of, ylabel, suptitle, name, out_dir, written):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6)
     fig.suptitle(suptitle)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))  # room for the suptitle above the panels
     save(fig, out_dir, name, written)
 
 

@@ -381,10 +381,10 @@ def plot_task_learning_curves(tgroups, out_dir, written):
 
     cases = []
     for g in tgroups:
-        flat = sum(1 for gates in g["gates"].values() if not any(w.startswith("not flattened") for w in gates))
         runs = sorted(g["per_seed"].items(), key=lambda kv: (not isinstance(kv[0], int), kv[0] or 0))
-        cases.append((f"{g['task']}: {g['label']}, context {g['length']}: flattened {flat}/{g['n']}", runs, bars(g)))
-    draw_seed_curves(cases, lambda r: task_groups.accuracy_curve(r.get("evals")), "valid accuracy on answers",
+        title = f"{g['task']}: {g['label']}, context {g['length']}: flattened {task_groups.passing(g, 'not flattened')}"
+        cases.append((title, runs, bars(g)))
+    draw_seed_curves(cases, lambda r: stats.valid_curve(r.get("evals"), "accuracy"), "valid accuracy on answers",
                      "Task learning curves (flattened: less than "
                      f"{100 * task_groups.FLAT_ACCURACY:.0f} points of valid accuracy gained after the mark)",
                      "task_learning_curves", out_dir, written)
@@ -671,11 +671,9 @@ def task_section(tgroups, tcomps):
              "| task | pattern | context | degree | seeds | test accuracy | chance | trained | flattened | tokens/s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for g in tgroups:
-        def passed(word):
-            return f"{sum(1 for f in g['gates'].values() if not any(x.startswith(word) for x in f))}/{g['n']}"
         lines.append(f"| {g['task']} | {g['label']} | {g['length']} | {fmt_num(g['degree'], '{:.1f}')} | {g['n']} | "
-                     f"{fmt_pct_ci(g['test_accuracy'])} | {100 * g['chance']:.1f} | {passed('not trained')} | "
-                     f"{passed('not flattened')} | {fmt_num(g['tokens_per_s']['mean'], '{:.0f}')} |")
+                     f"{fmt_pct_ci(g['test_accuracy'])} | {100 * g['chance']:.1f} | "
+                     f"{task_groups.passing(g, 'not trained')} | {task_groups.passing(g, 'not flattened')} | {fmt_num(g['tokens_per_s']['mean'], '{:.0f}')} |")
     lines += ["", "### By distance, with the reach prediction", "",
               "| task | pattern | context | distance | accuracy | pooled answers | reach | hops min..max | prediction |",
               "|---|---|---|---|---|---|---|---|---|"]

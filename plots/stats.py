@@ -160,10 +160,10 @@ def flattened(evals, steps):
     return improvement, improvement < FLAT_THRESHOLD
 
 
-def valid_curve(evals):
-    """[(step, bpc)] of a record's valid evaluations, by step (entries without both numbers are left out)."""
-    return sorted((e["step"], e["bpc"]) for e in evals or [] if isinstance(e, dict) and
-                  e.get("split", "valid") == "valid" and is_number(e.get("step")) and is_number(e.get("bpc")))
+def valid_curve(evals, key="bpc"):
+    """[(step, value of key)] of a record's valid evaluations, by step (entries without both numbers are left out)."""
+    return sorted((e["step"], e[key]) for e in evals or [] if isinstance(e, dict) and
+                  e.get("split", "valid") == "valid" and is_number(e.get("step")) and is_number(e.get(key)))
 
 
 def is_number(v):

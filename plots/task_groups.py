@@ -76,18 +76,11 @@ def bucket_summary(rows, k, chance):
     return out
 
 
-def accuracy_curve(evals):
-    """[(step, accuracy)] of a task record's valid evaluations, by step (entries without both numbers left out)."""
-    return sorted((e["step"], e["accuracy"]) for e in evals or [] if isinstance(e, dict) and
-                  e.get("split", "valid") == "valid" and stats.is_number(e.get("step")) and
-                  stats.is_number(e.get("accuracy")))
-
-
 def accuracy_flattened(evals, steps):
     """(gain, flattened) of a task run's valid accuracy over its last stretch, or None without an evaluation before it."""
     if not stats.is_number(steps) or steps <= 0:
         return None
-    curve = accuracy_curve(evals)
+    curve = stats.valid_curve(evals, "accuracy")
     early = [c for c in curve if c[0] <= stats.FLAT_FRACTION * steps]
     if not early or early[-1][0] >= curve[-1][0]:
         return None
@@ -129,6 +122,11 @@ def run_gates(r, chance):
     elif not flat[1]:
         failed.append(f"not flattened (valid accuracy +{100 * flat[0]:.1f} points over the last 20% of the steps)")
     return failed
+
+
+def passing(g, gate):
+    """How many of a group's runs pass a gate ("not trained", "not flattened"), as "k/n"."""
+    return f"{sum(1 for failed in g['gates'].values() if not any(f.startswith(gate) for f in failed))}/{g['n']}"
 
 
 def gates_failed(runs):

@@ -59,6 +59,11 @@ namespace sb {
                                                                              "task_pairs_min to task_pairs pairs "  \
                                                                              "(valid and test task_pairs); 0: off") \
                                     .scenario("train", 0))                                                          \
+  F(task_answers, std::string, "revealed",                                                                         \
+    choice("task_answers", {"revealed", "hidden"},                                                                  \
+           "mqar, recall_distance: revealed (the answer is the input after its query, as in a text) | hidden "      \
+           "(Zoology's MQAR: answers are targets only; the input after a query is filler)")                         \
+        .scenario("train", "revealed"))                                                                             \
   F(task_hops, int64_t, 2, integer("task_hops", 1, 254, "khop: links from the query to its answer").scenario("train", 2)) \
   F(task_distances, std::string, "", text("task_distances", "recall_distance: key-to-query distances, comma-separated " \
                                                             "(default 2, 4, 8, ... below the context)")            \

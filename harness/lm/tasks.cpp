@@ -201,6 +201,10 @@ TaskSpec task_spec(const TrainConfig& cfg) {
   s.pairs = cfg.task_pairs;
   s.hops = cfg.task_hops;
   s.pairs_min = cfg.task_pairs_min;
+  s.hidden = cfg.task_answers == "hidden";
+  if (s.hidden && s.name != "mqar" && s.name != "recall_distance") {
+    throw Error(fmt::format("task_answers: only mqar and recall_distance hide answers (task '{}')", s.name));
+  }
   if (s.pairs_min != 0 && s.name != "mqar") {
     throw Error(fmt::format("task_pairs_min: only mqar takes it (task '{}')", s.name));
   }
@@ -264,13 +268,25 @@ TaskBatch task_batch(const TaskSpec& spec, uint64_t seed, TaskSplit split, int64
                             batch));
   }
   TaskBatch b;
-  b.tokens = torch::empty({rows, spec.context + 1}, torch::kInt64);
-  b.answer = torch::empty({rows, spec.context}, torch::kFloat32);
-  b.bucket = torch::empty({rows, spec.context}, torch::kInt64);
+  const int64_t n = spec.context;
+  b.tokens = torch::empty({rows, n + 1}, torch::kInt64);
+  b.answer = torch::empty({rows, n}, torch::kFloat32);
+  b.bucket = torch::empty({rows, n}, torch::kInt64);
+  // Revealed answers: the inputs are a view of the tokens. Hidden ones get their own copy, changed below.
+  b.inputs = spec.hidden ? torch::empty({rows, n}, torch::kInt64) : b.tokens.slice(1, 0, n);
   for (int64_t r = 0; r < rows; ++r) {
     RowRng rng(seed, split, step, first_row + r);
-    generate(spec, split, rng, b.tokens.data_ptr<int64_t>() + r * (spec.context + 1),
-             b.answer.data_ptr<float>() + r * spec.context, b.bucket.data_ptr<int64_t>() + r * spec.context);
+    int64_t* seq = b.tokens.data_ptr<int64_t>() + r * (n + 1);
+    const float* answer = b.answer.data_ptr<float>() + r * n;
+    generate(spec, split, rng, seq, b.answer.data_ptr<float>() + r * n, b.bucket.data_ptr<int64_t>() + r * n);
+    if (!spec.hidden) continue;
+    // Hidden answers (Zoology's layout): the target after a query stays, the input there becomes filler, so no
+    // position sees any query's answer. Drawn after the sequence, so both modes lay out the same pairs and queries.
+    int64_t* in = b.inputs.data_ptr<int64_t>() + r * n;
+    std::copy(seq, seq + n, in);
+    for (int64_t q = 0; q + 1 < n; ++q) {
+      if (answer[q] > 0) in[q + 1] = rng.below(quarter(spec));
+    }
   }
   return b;
 }
@@ -312,7 +328,7 @@ json task_evaluate(LanguageModel& model, const TaskSpec& spec, uint64_t seed, Ta
     const int64_t rows = std::min(eval_batch, sequences - first);
     // Evaluation batch i is "step" i of the held-out split: the same sequences at every evaluation.
     const TaskBatch b = task_batch(spec, seed, split, batch_index, rows, 0, rows);
-    const auto inputs = b.tokens.slice(1, 0, spec.context).to(device);
+    const auto inputs = b.inputs.to(device);
     const auto targets = b.tokens.slice(1, 1, spec.context + 1);
     const auto logits = model->forward(inputs).to(torch::kFloat32);  // [rows, context, 256]
     const auto nll = torch::nn::functional::cross_entropy(
@@ -351,6 +367,8 @@ json task_json(const TaskSpec& spec) {
   if (spec.name == "mqar" || spec.name == "recall_distance" || spec.name == "selective_copy") params["pairs"] = spec.pairs;
   // Records before this field drew mqar's values with replacement (repeats within a sequence).
   if (spec.name == "mqar") params["values"] = "distinct within a sequence";
+  // Records before this field revealed every answer as the input after its query.
+  if (spec.name == "mqar" || spec.name == "recall_distance") params["answers"] = spec.hidden ? "hidden" : "revealed";
   if (spec.pairs_min > 0) params["train_pairs_min"] = spec.pairs_min;
   if (spec.name == "khop") params["hops"] = spec.hops;
   if (spec.name == "recall_distance") params["distances"] = spec.distances;

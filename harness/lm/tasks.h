@@ -23,6 +23,7 @@ struct TaskSpec {
   int64_t vocab = 0;                 // symbols used, <= 256
   int64_t pairs = 0;                 // mqar: key-value pairs; recall_distance: planted pairs; selective_copy: tokens
   int64_t pairs_min = 0;             // mqar: training sequences draw their pair count from [pairs_min, pairs]; 0: off
+  bool hidden = false;               // mqar, recall_distance: answers are targets only, never inputs
   int64_t hops = 0;                  // khop: chain steps from query to answer
   std::vector<int64_t> distances;    // recall_distance: planted distances
   std::vector<std::pair<int64_t, int64_t>> buckets;  // distance buckets [lo, hi] accuracy is reported by
@@ -37,11 +38,12 @@ enum class TaskSplit { train = 0, valid = 1, test = 2 };
 const char* task_split_name(TaskSplit split);
 
 // Rows [first_row, first_row + rows) of the `batch` sequences of one step (every rank can draw its own rows: a
-// row depends on (seed, split, step, row index) only). tokens [rows, context + 1] int64 (inputs are the first
-// context, targets the last context); answer [rows, context] float 0/1: targets that are scored; bucket
-// [rows, context] int64: the distance bucket of each scored target, -1 when none.
+// row depends on (seed, split, step, row index) only). tokens [rows, context + 1] int64 (targets are the last
+// context); inputs [rows, context] int64: the first context, with filler after each query when answers are hidden;
+// answer [rows, context] float 0/1: targets that are scored; bucket [rows, context] int64: the distance bucket of
+// each scored target, -1 when none.
 struct TaskBatch {
-  torch::Tensor tokens, answer, bucket;
+  torch::Tensor tokens, inputs, answer, bucket;
 };
 TaskBatch task_batch(const TaskSpec& spec, uint64_t seed, TaskSplit split, int64_t step, int64_t batch,
                      int64_t first_row, int64_t rows);

@@ -234,7 +234,7 @@ class Training {
   bool want_graphs_ = false;
   std::string graphs_why_;
   CapturedStep captured_;
-  torch::Tensor static_batch_, static_answer_, static_loss_, device_lr_;
+  torch::Tensor static_batch_, static_inputs_, static_answer_, static_loss_, device_lr_;
   torch::Tensor last_batch_;  // the last step's rows (the progress record's digest)
   double last_lr_ = 0.0;
 };
@@ -381,6 +381,8 @@ void Training::capture_step(const torch::Tensor& host_batch, const TaskBatch& tb
   // Static inputs and gradients exist before the capture, so every replay reads and writes the same memory; a task's
   // answer positions are one more static input.
   static_batch_ = host_batch.to(device_);
+  // A task's inputs are their own tensor (hidden answers differ from the shifted targets); otherwise a view.
+  static_inputs_ = task_.active() ? tb.inputs.to(device_) : static_batch_.slice(1, 0, cfg_.model.context);
   if (task_.active()) static_answer_ = tb.answer.to(device_);
   device_lr_ = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   const std::vector<torch::Tensor> params = model_->parameters();
@@ -391,7 +393,7 @@ void Training::capture_step(const torch::Tensor& host_batch, const TaskBatch& tb
       device_,
       [&] {
         for (const auto& p : params) p.grad().zero_();
-        auto logits = model_->forward(static_batch_.slice(1, 0, cfg_.model.context));
+        auto logits = model_->forward(static_inputs_);
         const auto targets = static_batch_.slice(1, 1, window_);
         static_loss_ = step_loss(logits, targets, static_answer_);
         static_loss_.backward();
@@ -414,15 +416,17 @@ torch::Tensor Training::step_loss(const torch::Tensor& logits, const torch::Tens
 // the step's loss, read at once, is not finite (the run stops there).
 bool Training::eager_step(const torch::Tensor& host_batch, const TaskBatch& tb, double t[4]) {
   // Pinned and asynchronous on CUDA: a pageable copy would wait for the device's queue to drain.
-  auto batch = device_.is_cuda() ? host_batch.pin_memory().to(device_, /*non_blocking=*/true) : host_batch.to(device_);
-  auto inputs = batch.slice(1, 0, cfg_.model.context);
+  auto to_device = [&](const torch::Tensor& h) {
+    return device_.is_cuda() ? h.pin_memory().to(device_, /*non_blocking=*/true) : h.to(device_);
+  };
+  auto batch = to_device(host_batch);
+  auto inputs = task_.active() ? to_device(tb.inputs) : batch.slice(1, 0, cfg_.model.context);
   auto targets = batch.slice(1, 1, window_);
   if (sync_sections_) device_sync();
   t[0] = now_s();
   if (cfg_.profile) op_profile_.start(0);
   auto logits = model_->forward(inputs);
-  auto loss = step_loss(logits, targets,
-                        task_.active() && device_.is_cuda() ? tb.answer.pin_memory().to(device_, true) : tb.answer);
+  auto loss = step_loss(logits, targets, task_.active() && device_.is_cuda() ? to_device(tb.answer) : tb.answer);
   double loss_v = defer_reads_ ? 0.0 : loss.item<double>();
   op_profile_.stop();
   if (sync_sections_) device_sync();
@@ -494,7 +498,10 @@ bool Training::run_step() {
     capture_step(host_batch, tb, lr);
   } else if (captured_.ready()) {
     static_batch_.copy_(host_batch.pin_memory(), /*non_blocking=*/true);
-    if (task_.active()) static_answer_.copy_(tb.answer.pin_memory(), /*non_blocking=*/true);
+    if (task_.active()) {
+      static_inputs_.copy_(tb.inputs.pin_memory(), /*non_blocking=*/true);
+      static_answer_.copy_(tb.answer.pin_memory(), /*non_blocking=*/true);
+    }
     device_lr_.fill_(lr);
     captured_.replay();
     stepper_->advance_host_steps();

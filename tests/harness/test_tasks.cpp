@@ -118,6 +118,42 @@ TEST(Tasks, MqarValuesAreDistinctWithinASequence) {
   EXPECT_FALSE(sb::task_json(recall)["params"].contains("values"));
 }
 
+// Hidden answers (Zoology's MQAR): the same pairs, queries and targets as revealed ones, but the input after each
+// query is filler, so no answer is ever an input in the query region; the record names the mode.
+TEST(Tasks, HiddenAnswersAreTargetsOnly) {
+  const auto cfg = [](const std::string& answers) {
+    return sb::task_spec(task_config({{"task", "mqar"}, {"task-pairs", "8"}, {"task-vocab", "32"},
+                                      {"task-answers", answers}}));
+  };
+  const sb::TaskSpec shown = cfg("revealed"), hidden = cfg("hidden");
+  const auto a = sb::task_batch(shown, 4, sb::TaskSplit::valid, 2, 32, 0, 32);
+  const auto b = sb::task_batch(hidden, 4, sb::TaskSplit::valid, 2, 32, 0, 32);
+  EXPECT_TRUE(torch::equal(a.tokens, b.tokens));  // targets, scored positions and buckets agree
+  EXPECT_TRUE(torch::equal(a.answer, b.answer));
+  EXPECT_TRUE(torch::equal(a.bucket, b.bucket));
+  EXPECT_TRUE(torch::equal(a.inputs, a.tokens.slice(1, 0, 64)));
+  auto in = b.inputs.accessor<int64_t, 2>();
+  auto tok = b.tokens.accessor<int64_t, 2>();
+  auto ans = b.answer.accessor<float, 2>();
+  int64_t hidden_inputs = 0;
+  for (int64_t r = 0; r < 32; ++r) {
+    for (int64_t t = 0; t < 64; ++t) {
+      const bool after_query = t > 0 && ans[r][t - 1] > 0;
+      if (after_query) {
+        EXPECT_LT(in[r][t], 8) << "row " << r << " position " << t << ": not filler";  // filler is [0, 32/4)
+        EXPECT_GE(tok[r][t], 16);  // the target there is still the value
+        ++hidden_inputs;
+      } else {
+        EXPECT_EQ(in[r][t], tok[r][t]) << "row " << r << " position " << t;
+      }
+    }
+    for (int64_t t = 16; t < 64; ++t) EXPECT_LT(in[r][t], 16) << "a value is an input after the pairs, row " << r;
+  }
+  EXPECT_EQ(hidden_inputs, 32 * 8);
+  EXPECT_EQ(sb::task_json(hidden)["params"]["answers"], "hidden");
+  EXPECT_EQ(sb::task_json(shown)["params"]["answers"], "revealed");
+}
+
 // MQAR with task_pairs_min: training sequences hold between task_pairs_min and task_pairs pairs (each queried once),
 // every count turning up; valid and test sequences hold task_pairs, and the record names the range.
 TEST(Tasks, MqarTrainingPairCountsSpanTheirRangeAndEvaluationsKeepTheTask) {
@@ -244,6 +280,12 @@ TEST(Tasks, BadInputNamesTheFieldAndWritesNothing) {
             std::string::npos);
   EXPECT_NE(error_of(with_out(task_config({{"task", "mqar"}, {"task-pairs", "4"}, {"task-pairs-min", "5"}})))
                 .find("task_pairs_min: 5 is more than task_pairs 4"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_out(task_config({{"task", "khop"}, {"task-answers", "hidden"}})))
+                .find("task_answers: only mqar and recall_distance"),
+            std::string::npos);
+  EXPECT_NE(sb::test::error_of([] { task_config({{"task", "mqar"}, {"task-answers", "none"}}); })
+                .find("--task-answers: expected 'revealed' or 'hidden'"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(out));
 }

@@ -87,10 +87,12 @@ class Prediction(unittest.TestCase):
 
     def test_mqar_bar_is_one_of_the_sequences_values(self):
         # 8 pairs: 14% within reach is about what naming one of the sequence's 8 values scores (12.5%), not retrieval;
-        # records of the generator whose values repeated fail whatever they score.
-        def mqar(acc, values="distinct within a sequence"):
+        # records of the generator whose values repeated, or whose answers were inputs after their queries, fail
+        # whatever they score.
+        def mqar(acc, values="distinct within a sequence", answers="hidden"):
             r = rec("bpt", 8.8, 1, [(16, acc), (32, acc)], [1.0, 1.0], answers=500)
-            r["task"] = {"name": "mqar", "chance": 0.0625, "params": {"pairs": 8, "values": values}}
+            r["task"] = {"name": "mqar", "chance": 0.0625,
+                         "params": {"pairs": 8, "values": values, "answers": answers}}
             return r
         self.assertEqual(task_groups.run_gates(mqar(0.14), 0.0625),
                          ["not trained (within its reach no better than 12.5%, one of the sequence's values)"])
@@ -99,6 +101,11 @@ class Prediction(unittest.TestCase):
         del old["task"]["params"]["values"]
         self.assertEqual(task_groups.run_gates(old, 0.0625),
                          ["not trained (mqar values repeat within a sequence: scores need no key matching)"])
+        revealed = "not trained (mqar answers revealed after their queries: scores need no key matching)"
+        self.assertEqual(task_groups.run_gates(mqar(0.40, answers="revealed"), 0.0625), [revealed])
+        before_the_field = mqar(0.40)
+        del before_the_field["task"]["params"]["answers"]
+        self.assertEqual(task_groups.run_gates(before_the_field, 0.0625), [revealed])
 
 
 class LearningCurves(unittest.TestCase):
@@ -110,7 +117,8 @@ class LearningCurves(unittest.TestCase):
         records = [rec("window", 8.4, s, [(8, 0.3)], [1.0], late_gain=g) for s, g in ((1, 0.0), (2, 0.05), (3, 0.01))]
         for s in (1, 2):
             r = rec("bpt", 8.8, s, [(8, 0.6)], [1.0])
-            r["task"] = {"name": "mqar", "chance": 0.0625, "params": {"pairs": 8, "values": "distinct within a sequence"}}
+            r["task"] = {"name": "mqar", "chance": 0.0625,
+                         "params": {"pairs": 8, "values": "distinct within a sequence", "answers": "hidden"}}
             records.append(r)
         silent = rec("dense", 32.5, 1, [(8, 0.4)], [1.0])
         silent["evals"] = []  # no valid evaluation: no panel

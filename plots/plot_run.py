@@ -666,7 +666,9 @@ def task_section(tgroups, tcomps):
              "pooled 95% Wilson interval lies above chance, **at chance** otherwise.", "",
              "Gates (a contrast's verdict needs every run behind it to pass both): **trained**, the run retrieves "
              "within its reach (accuracy pooled over the distances every query reaches, above chance's 95% "
-             "interval; for MQAR above 1/pairs, what naming one of the sequence's values scores); **flattened**, valid accuracy gained less than "
+             "interval; for MQAR above 1/pairs, what naming one of the sequence's values scores, and only with answers "
+             "hidden: revealed after their queries, a model names an answer by ruling out those shown); **flattened**, "
+             "valid accuracy gained less than "
              f"{100 * task_groups.FLAT_ACCURACY:.0f} points over the last 20% of the steps.", "",
              "| task | pattern | context | degree | seeds | test accuracy | chance | trained | flattened | tokens/s |",
              "|---|---|---|---|---|---|---|---|---|---|"]

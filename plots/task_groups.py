@@ -15,11 +15,13 @@ buckets beyond the other pattern's reach form one family and those within it ano
 A contrast's verdict is "supports" / "contradicts" only when every run behind it passes the task gates:
   trained    the run retrieves within its graph's reach: its accuracy pooled over the buckets every sampled query
              reaches lies above chance's 95% binomial interval for those answers (a model that learnt nothing says
-             nothing about its graph). Not "at its nearest distance": MQAR's nearest queries stand among other
-             queries' pairs and are its hardest, recall_distance's its easiest. For MQAR the bar is 1/pairs, not
-             chance: naming one of the sequence's values without matching keys scores that. MQAR records whose
-             values repeat within a sequence (the generator before task.params.values) fail it: their scores above
-             chance need no key matching;
+             nothing about its graph). Not "at its nearest distance": with answers revealed, MQAR's nearest
+             queries were its hardest (models learnt to pass over values just shown), recall_distance's its easiest.
+             For MQAR the bar is 1/pairs, not chance: naming one of the sequence's values without matching keys
+             scores that. MQAR records whose values repeat within a sequence (the generator before
+             task.params.values) fail it: their scores above chance need no key matching. So do MQAR records whose
+             answers are revealed (inputs after their queries; task.params.answers absent or "revealed"): a model
+             names an answer by ruling out those already shown;
   flattened  valid accuracy gained less than FLAT_ACCURACY from the last evaluation at or before stats.FLAT_FRACTION
              of the steps to the last one (a run still learning may yet change the difference).
 """

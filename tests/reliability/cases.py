@@ -380,6 +380,8 @@ def task_bad_input(w):
     w.run(base + ["--task", "recall_distance", "--task-distances", "4;8"], 2, "task_distances")
     w.run(base + ["--task", "mqar", "--data", w.data], 2, "task", "--data")
     w.run(base + ["--task", "khop", "--task-hops", "300"], 2, "--task-hops")
+    w.run(base + ["--task", "khop", "--task-answers", "hidden"], 2, "task_answers", "only mqar and recall_distance")
+    w.run(base + ["--task", "mqar", "--task-answers", "shown"], 2, "--task-answers", "'revealed' or 'hidden'")
     if os.path.exists(os.path.join(w.dir, "t")):
         raise Failure("a refused task run left --out t behind")
     doc = train_doc(w.data, task="mqar")

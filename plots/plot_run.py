@@ -663,7 +663,8 @@ def task_section(tgroups, tcomps):
              "where no query is reached, accuracy must not rise above chance: **holds** when the pooled accuracy over "
              "seeds lies in the 95% binomial interval of chance, **holds (below chance)** under it (the model names a "
              "value it can see: in MQAR always another key's), **fails** above it; where reached, **retrieves** when the "
-             "pooled 95% Wilson interval lies above chance, **at chance** otherwise.", "",
+             "pooled 95% Wilson interval lies above chance (for MQAR above 1/pairs, what naming one of the "
+             "sequence's values scores; between the two, **one of the values**), **at chance** otherwise.", "",
              "Gates (a contrast's verdict needs every run behind it to pass both): **trained**, the run retrieves "
              "within its reach (accuracy pooled over the distances every query reaches, above chance's 95% "
              "interval; for MQAR above 1/pairs, what naming one of the sequence's values scores, and only with answers "

@@ -7,8 +7,9 @@ arrive within the model's layers) and the prediction check:
   unreachable bucket (no sampled query reaches it): the prediction holds when pooled accuracy is not above the 95%
   binomial interval around chance ("holds (below chance)" under it: a model that cannot see the key names a value it
   can see, and in MQAR, whose values are distinct, every visible value is another key's), and fails above it;
-  reachable bucket: "retrieves" when the pooled Wilson interval lies above chance, "at chance" otherwise (reach is
-  necessary, not sufficient).
+  reachable bucket: "retrieves" when the pooled Wilson interval lies above chance (for MQAR above 1/pairs, what
+  naming one of the sequence's values scores; between the two: "one of the values"), "at chance" otherwise (reach
+  is necessary, not sufficient).
 contrasts(groups) pairs each non-bpt group with the bpt group of nearest degree at its length and task (only within
 MATCHED_RATIO of it: segtree and dense are not at matched degree), per bucket, seed by seed (bpt - other); the
 buckets beyond the other pattern's reach form one family and those within it another, each Holm-corrected.
@@ -49,7 +50,10 @@ def chance_interval(chance, n):
     return [chance - half, chance + half]
 
 
-def bucket_summary(rows, k, chance):
+def bucket_summary(rows, k, chance, floor=None):
+    """One distance bucket over a group's seeds, with the reach prediction; `floor` is what a reached bucket must beat
+    to count as retrieval (trained_floor: for MQAR naming one of the sequence's values), chance by default."""
+    floor = chance if floor is None else floor
     accs, correct, answers = [], 0.0, 0
     for r in rows:
         by = r.get("accuracy_by_distance") or []
@@ -71,8 +75,10 @@ def bucket_summary(rows, k, chance):
             out["prediction"] = "fails"
         else:
             out["prediction"] = "holds" if out["pooled_accuracy"] >= lo else "holds (below chance)"
-    elif out["pooled_ci95"] and out["pooled_ci95"][0] > chance:
+    elif out["pooled_ci95"] and out["pooled_ci95"][0] > floor:
         out["prediction"] = "retrieves"
+    elif floor > chance and out["pooled_ci95"] and out["pooled_ci95"][0] > chance:
+        out["prediction"] = "one of the values"  # above chance, not above naming one of the sequence's values
     else:
         out["prediction"] = "at chance"
     return out
@@ -166,7 +172,7 @@ def group_tasks(records):
             "tokens_per_s": stats.summary([r["tokens_per_s"] for r in rs if stats.is_number(r.get("tokens_per_s"))]),
             "per_seed": {r.get("seed"): r for r in rs},
             "gates": {r.get("seed"): run_gates(r, chance) for r in rs},
-            "buckets": [bucket_summary(rs, k, chance) for k in range(nb)]})
+            "buckets": [bucket_summary(rs, k, chance, trained_floor(first, chance)) for k in range(nb)]})
     groups.sort(key=lambda g: (str(g["task"]), g["length"] or 0, str(g["pattern"]), g["degree"] or 0.0))
     return groups
 

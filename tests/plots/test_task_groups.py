@@ -97,6 +97,11 @@ class Prediction(unittest.TestCase):
         self.assertEqual(task_groups.run_gates(mqar(0.14), 0.0625),
                          ["not trained (within its reach no better than 12.5%, one of the sequence's values)"])
         self.assertEqual(task_groups.run_gates(mqar(0.40), 0.0625), [])
+        # Per bucket too: 14% over 500 answers is above chance but not above 12.5% ("one of the values").
+        near = mqar(0.40)
+        near["accuracy_by_distance"][1]["accuracy"] = 0.14
+        (group,) = task_groups.group_tasks([near])
+        self.assertEqual([b["prediction"] for b in group["buckets"]], ["retrieves", "one of the values"])
         old = mqar(0.40)
         del old["task"]["params"]["values"]
         self.assertEqual(task_groups.run_gates(old, 0.0625),

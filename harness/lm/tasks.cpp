@@ -277,8 +277,8 @@ TaskBatch task_batch(const TaskSpec& spec, uint64_t seed, TaskSplit split, int64
   for (int64_t r = 0; r < rows; ++r) {
     RowRng rng(seed, split, step, first_row + r);
     int64_t* seq = b.tokens.data_ptr<int64_t>() + r * (n + 1);
-    const float* answer = b.answer.data_ptr<float>() + r * n;
-    generate(spec, split, rng, seq, b.answer.data_ptr<float>() + r * n, b.bucket.data_ptr<int64_t>() + r * n);
+    float* answer = b.answer.data_ptr<float>() + r * n;
+    generate(spec, split, rng, seq, answer, b.bucket.data_ptr<int64_t>() + r * n);
     if (!spec.hidden) continue;
     // Hidden answers (Zoology's layout): the target after a query stays, the input there becomes filler, so no
     // position sees any query's answer. Drawn after the sequence, so both modes lay out the same pairs and queries.

@@ -426,7 +426,7 @@ bool Training::eager_step(const torch::Tensor& host_batch, const TaskBatch& tb, 
   t[0] = now_s();
   if (cfg_.profile) op_profile_.start(0);
   auto logits = model_->forward(inputs);
-  auto loss = step_loss(logits, targets, task_.active() && device_.is_cuda() ? to_device(tb.answer) : tb.answer);
+  auto loss = step_loss(logits, targets, task_.active() ? to_device(tb.answer) : tb.answer);
   double loss_v = defer_reads_ ? 0.0 : loss.item<double>();
   op_profile_.stop();
   if (sync_sections_) device_sync();

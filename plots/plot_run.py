@@ -751,6 +751,11 @@ def write_report(run_dir, run, records, problems, written, gemm_source, groups, 
     lines = [f"# {run.get('scenario_name', os.path.basename(os.path.abspath(run_dir)))}", ""]
     if run.get("scenario", {}).get("description"):
         lines += [run["scenario"]["description"], ""]
+    # The description is the file's prose; a run made with --set differs from it, so state what ran.
+    settings = [f"`{key}` {json.dumps(run['scenario'][key], sort_keys=True)}" for key in ("model", "train")
+                if isinstance(run.get("scenario", {}).get(key), dict)]
+    if settings:
+        lines += ["Settings as run (the scenario with any `--set` applied): " + "; ".join(settings) + ".", ""]
     lines += ["| field | value |", "|---|---|"]
     for key in ("kind", "started", "commit", "build_type", "compiler", "libtorch", "blas", "cpu", "simd_target",
                 "hardware_threads", "usable_cpus", "omp_wait_policy", "cuda_available", "scenario_sha256"):

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-# test_contended.py: plots/plot_run.py marks points timed on a busy machine: report.md lists them, the throughput
-# figure draws them hollow (run: python3 tests/plots/test_contended.py; exit 77 without matplotlib).
+# test_contended.py: plots/plot_run.py's report.md: points timed on a busy machine listed (the throughput figure draws
+# them hollow), and the settings a run used stated beside the scenario's prose (run: python3
+# tests/plots/test_contended.py; exit 77 without matplotlib).
 import json
 import os
 import sys
@@ -56,6 +57,22 @@ class Contended(unittest.TestCase):
             plot_run.write_report(d, {}, [record(256, 2e6, False)], [], [], None, [], [])
             with open(os.path.join(d, "report.md")) as f:
                 self.assertNotIn("Contended", f.read())
+
+    def test_report_states_settings_as_run(self):
+        # A run made with --set keeps the file's description; the report must say what actually ran.
+        run = {"scenario_name": "t", "scenario": {"description": "one head, absolute positions",
+                                                  "model": {"heads": 1, "positions": "relative"},
+                                                  "train": {"lr": 0.001, "task": "mqar"}}}
+        with tempfile.TemporaryDirectory() as d:
+            plot_run.write_report(d, run, [], [], [], None, [], [])
+            with open(os.path.join(d, "report.md")) as f:
+                text = f.read()
+        self.assertIn('Settings as run (the scenario with any `--set` applied): `model` {"heads": 1, '
+                      '"positions": "relative"}; `train` {"lr": 0.001, "task": "mqar"}.', text)
+        with tempfile.TemporaryDirectory() as d:
+            plot_run.write_report(d, {"scenario": {"description": "timing only"}}, [], [], [], None, [], [])
+            with open(os.path.join(d, "report.md")) as f:
+                self.assertNotIn("Settings as run", f.read())
 
     def test_figure_draws_busy_points_hollow(self):
         recs = [record(256, 2.0e6, False), record(512, 1.2e5, True), record(1024, 1.9e6, False)]

@@ -749,11 +749,12 @@ def contended_section(records):
 
 def write_report(run_dir, run, records, problems, written, gemm_source, groups, comps, tgroups=(), tcomps=()):
     lines = [f"# {run.get('scenario_name', os.path.basename(os.path.abspath(run_dir)))}", ""]
-    if run.get("scenario", {}).get("description"):
-        lines += [run["scenario"]["description"], ""]
+    scenario = run.get("scenario", {})
+    if scenario.get("description"):
+        lines += [scenario["description"], ""]
     # The description is the file's prose; a run made with --set differs from it, so state what ran.
-    settings = [f"`{key}` {json.dumps(run['scenario'][key], sort_keys=True)}" for key in ("model", "train")
-                if isinstance(run.get("scenario", {}).get(key), dict)]
+    settings = [f"`{key}` {json.dumps(scenario[key], sort_keys=True)}" for key in ("model", "train")
+                if isinstance(scenario.get(key), dict)]
     if settings:
         lines += ["Settings as run (the scenario with any `--set` applied): " + "; ".join(settings) + ".", ""]
     lines += ["| field | value |", "|---|---|"]

@@ -23,6 +23,7 @@
 #include "harness/scenario/scenario.h"
 #include "harness/measure/contention.h"
 #include "harness/measure/device.h"
+#include "harness/measure/float_env.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/memory_tracker.h"
 #include "harness/measure/timing.h"
@@ -171,6 +172,7 @@ void register_kernel_benchmarks(const std::string& scenario_file) {
   static std::vector<std::unique_ptr<Scenario>> scenarios;
   static std::vector<std::unique_ptr<std::vector<Point>>> expanded;
   benchmark::AddCustomContext("simd_target", gsa_cpu_target());
+  benchmark::AddCustomContext("denormals", denormals_mode());
   benchmark::AddCustomContext("busy_rule", kBusyRule);
   MemoryTracker::install();
   benchmark::AddCustomContext("host_large_blocks", MemoryTracker::large_blocks());

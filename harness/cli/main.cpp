@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "harness/measure/blas.h"
+#include "harness/measure/float_env.h"
 #include "harness/cli/cli.h"
 #include "common/error.h"
 
@@ -40,6 +41,12 @@ void print_usage() {
 
 int main(int argc, char** argv) {
   sb::configure_blas_runtime(argv);
+  try {
+    sb::configure_denormals();  // before any thread starts: they inherit it
+  } catch (const sb::Error& e) {
+    fmt::print(stderr, "sparsebench: error: {}\n", e.what());
+    return 2;
+  }
   {
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);

@@ -35,6 +35,7 @@
 #include "harness/measure/build_info.h"
 #include "harness/measure/contention.h"
 #include "harness/measure/device.h"
+#include "harness/measure/float_env.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/memory_tracker.h"
 #include "harness/measure/op_profile.h"
@@ -618,6 +619,7 @@ json Training::finish() {
                  {"distributed", distributed_},
                  {"device", device_name(where)},
                  {"simd_target", gsa_cpu_target()},  // the CPU kernels' target (SB_CPU_TARGET pins it)
+                 {"denormals", denormals_mode()},     // flushed unless SB_DENORMALS=keep
                  {"host_large_blocks", MemoryTracker::large_blocks()},
                  {"cpu", cpu_summary()},
                  {"attention_backend", model_->attention_backend()},

@@ -28,6 +28,7 @@
 #include "harness/measure/build_info.h"
 #include "harness/measure/contention.h"
 #include "harness/measure/device.h"
+#include "harness/measure/float_env.h"
 #include "harness/measure/machine.h"
 #include "harness/measure/memory_tracker.h"
 #include "harness/measure/threads.h"
@@ -399,6 +400,7 @@ void measure_with(const Scenario& s, const Point& p, const std::string& run_dir,
   record["threads_used"] = c.threads;
   record["omp_wait_policy"] = omp_wait_policy();
   record["simd_target"] = gsa_cpu_target();  // the CPU kernels' SIMD target (SB_CPU_TARGET pins it)
+  record["denormals"] = denormals_mode();     // flushed unless SB_DENORMALS=keep: subnormals slow x86 cores
   record["cpu"] = cpu_summary();              // per point: a resumed sweep may finish on another machine
   kind_row(s.kind).measure(c, record);
 }
@@ -439,6 +441,7 @@ json run_environment() {
   env["cpu"] = cpu_summary();
   env["simd_target"] = gsa_cpu_target();
   env["simd_targets_available"] = gsa_cpu_targets();
+  env["denormals"] = denormals_mode();
   env["cuda_available"] = torch::cuda::is_available();
   env["gpu_count"] = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
 #ifdef SB_WITH_CUDA

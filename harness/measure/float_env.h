@@ -1,0 +1,18 @@
+// Subnormal floats: flush-to-zero for sparsebench's processes, and the mode that records name.
+#pragma once
+
+#include <string>
+
+namespace sb {
+
+// Sets flush-to-zero and denormals-are-zero on the calling thread unless SB_DENORMALS=keep (an unknown value is an
+// error naming it). Why: once a model is confident, softmax and its gradients produce subnormal floats, which x86
+// cores compute through microcode assists; a CPU training run then slowed 1.7-1.9x mid-run (dense MQAR, 3 layers),
+// so tokens/s told apart seeds, not patterns. Call it before any thread starts: threads inherit the mode.
+void configure_denormals();
+
+// "flushed" (FTZ and DAZ) or "kept" (IEEE subnormals) on the calling thread and every LibTorch intra-op thread,
+// "mixed" when they differ, "unknown" on CPUs without an SSE control register.
+std::string denormals_mode();
+
+}  // namespace sb

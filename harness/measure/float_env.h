@@ -7,7 +7,7 @@ namespace sb {
 
 // Sets flush-to-zero and denormals-are-zero on the calling thread unless SB_DENORMALS=keep (an unknown value is an
 // error naming it). Why: once a model is confident, softmax and its gradients produce subnormal floats, which x86
-// cores compute through microcode assists; a CPU training run then slowed 1.7-1.9x mid-run (dense MQAR, 3 layers),
+// cores compute through microcode assists; a CPU training run then slowed 1.9x mid-run (dense MQAR, 3 layers),
 // so tokens/s told apart seeds, not patterns. Call it before any thread starts: threads inherit the mode.
 void configure_denormals();
 

@@ -20,6 +20,13 @@ namespace {
 #ifdef SB_HAS_MXCSR
 constexpr unsigned kFlushBits = 0x8040;  // FTZ (bit 15) and DAZ (bit 6)
 
+// Runs fn once on each LibTorch intra-op thread: with grain 1 and one index per thread, ATen's OpenMP backend gives
+// each thread of the team one chunk.
+template <typename Fn>
+void on_every_intra_op_thread(Fn fn) {
+  at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) { fn(); });
+}
+
 // 1: both bits set on this thread; 0: neither; 2: one of them.
 int thread_mode() {
   const unsigned bits = _mm_getcsr() & kFlushBits;
@@ -40,7 +47,7 @@ void configure_denormals() {
   auto set = [flush] { _mm_setcsr(flush ? (_mm_getcsr() | kFlushBits) : (_mm_getcsr() & ~kFlushBits)); };
   set();
   // Intra-op threads already started (a library that ran in parallel first) do not inherit it: set theirs too.
-  at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) { set(); });
+  on_every_intra_op_thread(set);
 #endif
 }
 
@@ -48,9 +55,7 @@ std::string denormals_mode() {
 #ifdef SB_HAS_MXCSR
   const int mine = thread_mode();
   std::atomic<bool> same{true};
-  // One index per intra-op thread: ATen's OpenMP backend gives each thread of the team one chunk.
-  const int threads = at::get_num_threads();
-  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+  on_every_intra_op_thread([&] {
     if (thread_mode() != mine) same = false;
   });
   if (!same || mine == 2) return "mixed";

@@ -747,6 +747,31 @@ def contended_section(records):
     return lines + [""]
 
 
+def machines_section(run, records):
+    """A resumed run whose later sessions ran on another CPU or build: each such session, and which points ran on
+    which CPU, since the table above names the first session's machine only and speeds compare within one CPU."""
+    keys = ("cpu", "simd_target", "commit")
+    later = [e for e in run.get("resumed", []) if isinstance(e, dict)
+             and any(k in e and e[k] != run.get(k) for k in keys)]
+    by_cpu = defaultdict(list)
+    for r in records:
+        if r.get("status") == "ok" and isinstance(r.get("cpu"), str):
+            seed = r.get("seed")
+            by_cpu[r["cpu"]].append(f"{r.get('label')}" + (f" seed {seed}" if seed is not None else ""))
+    if not later and len(by_cpu) <= 1:
+        return []
+    lines = []
+    if later:
+        lines += ["Resumed on another machine or build: " + "; ".join(
+            f"{e.get('time', '?')} on {e.get('cpu', '?')} ({e.get('simd_target', '?')}), commit {e.get('commit', '?')}"
+            for e in later) + ".", ""]
+    if len(by_cpu) > 1:
+        lines += [f"The points ran on {len(by_cpu)} CPUs; tokens/s compare only among points of one CPU "
+                  "(a mean over seeds mixes them):", ""]
+        lines += [f"- {cpu}: {', '.join(points)}" for cpu, points in sorted(by_cpu.items())] + [""]
+    return lines
+
+
 def write_report(run_dir, run, records, problems, written, gemm_source, groups, comps, tgroups=(), tcomps=()):
     lines = [f"# {run.get('scenario_name', os.path.basename(os.path.abspath(run_dir)))}", ""]
     scenario = run.get("scenario", {})
@@ -762,10 +787,12 @@ def write_report(run_dir, run, records, problems, written, gemm_source, groups, 
                 "hardware_threads", "usable_cpus", "omp_wait_policy", "cuda_available", "scenario_sha256"):
         if key in run:
             lines.append(f"| {key} | {run[key]} |")
+    lines.append("")
+    lines += machines_section(run, records)
     counts = defaultdict(int)
     for r in records:
         counts[r.get("status", "?")] += 1
-    lines += ["", "Points: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), ""]
+    lines += ["Points: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), ""]
     if problems:
         lines += ["Record problems:", ""] + [f"- {p}" for p in problems] + [""]
 

@@ -74,6 +74,32 @@ class Contended(unittest.TestCase):
             with open(os.path.join(d, "report.md")) as f:
                 self.assertNotIn("Settings as run", f.read())
 
+    def test_report_names_each_machine_of_a_resumed_run(self):
+        # The table names the first session's machine; points resumed elsewhere must not pass as run on it.
+        xeon, epyc = "Intel Xeon (AVX-512)", "AMD EPYC (AVX2)"
+        run = {"scenario_name": "t", "cpu": xeon, "simd_target": "AVX3", "commit": "aaa",
+               "resumed": [{"time": "T1", "cpu": xeon, "simd_target": "AVX3", "commit": "aaa"},
+                           {"time": "T2", "cpu": epyc, "simd_target": "AVX2", "commit": "bbb"}]}
+        recs = [dict(record(64, 7e4, False), kind="train", seed=1, cpu=xeon),
+                dict(record(64, 5e4, False), kind="train", seed=2, cpu=epyc)]
+        with tempfile.TemporaryDirectory() as d:
+            plot_run.write_report(d, run, recs, [], [], None, [], [])
+            with open(os.path.join(d, "report.md")) as f:
+                text = f.read()
+        self.assertIn("Resumed on another machine or build: T2 on AMD EPYC (AVX2) (AVX2), commit bbb.", text)
+        self.assertNotIn("T1 on", text)
+        self.assertIn("The points ran on 2 CPUs; tokens/s compare only among points of one CPU", text)
+        self.assertIn(f"- {epyc}: bpt(k=4) seed 2", text)
+        self.assertIn(f"- {xeon}: bpt(k=4) seed 1", text)
+        # One machine throughout: no such lines.
+        with tempfile.TemporaryDirectory() as d:
+            plot_run.write_report(d, {"cpu": xeon, "resumed": [{"time": "T1", "cpu": xeon}]}, recs[:1], [], [],
+                                  None, [], [])
+            with open(os.path.join(d, "report.md")) as f:
+                text = f.read()
+        self.assertNotIn("Resumed on another", text)
+        self.assertNotIn("CPUs;", text)
+
     def test_figure_draws_busy_points_hollow(self):
         recs = [record(256, 2.0e6, False), record(512, 1.2e5, True), record(1024, 1.9e6, False)]
         drawn = []

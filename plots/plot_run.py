@@ -757,7 +757,7 @@ def machines_section(run, records):
     for r in records:
         if r.get("status") == "ok" and isinstance(r.get("cpu"), str):
             seed = r.get("seed")
-            by_cpu[r["cpu"]].append(f"{r.get('label')}" + (f" seed {seed}" if seed is not None else ""))
+            by_cpu[r["cpu"]].append(f"{r.get('label')} n={r.get('length')}" + (f" seed {seed}" if seed is not None else ""))
     if not later and len(by_cpu) <= 1:
         return []
     lines = []

@@ -756,8 +756,9 @@ def machines_section(run, records):
     by_cpu = defaultdict(list)
     for r in records:
         if r.get("status") == "ok" and isinstance(r.get("cpu"), str):
-            seed = r.get("seed")
-            by_cpu[r["cpu"]].append(f"{r.get('label')} n={r.get('length')}" + (f" seed {seed}" if seed is not None else ""))
+            seed = seed_groups.seed_of(r)
+            point = f"{r.get('label')} n={r.get('length')}" + (f" seed {seed}" if seed is not None else "")
+            by_cpu[r["cpu"]].append(point)
     if not later and len(by_cpu) <= 1:
         return []
     lines = []

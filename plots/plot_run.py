@@ -654,6 +654,14 @@ def fmt_pct_ci(s):
     return text + (f" [{100 * s['ci95'][0]:.1f}, {100 * s['ci95'][1]:.1f}]" if s["ci95"] else " (1 seed)")
 
 
+def fmt_tokens(g):
+    """A group's mean tokens/s, one mean per CPU where its seeds ran on more than one (named as before " (family")."""
+    by_cpu = g.get("tokens_per_s_by_cpu") or {}
+    if len(by_cpu) <= 1:
+        return fmt_num(g["tokens_per_s"]["mean"], "{:.0f}")
+    return "; ".join(f"{fmt_num(s['mean'], '{:.0f}')} on {cpu.split(' (')[0]} (n={s['n']})" for cpu, s in by_cpu.items())
+
+
 def task_section(tgroups, tcomps):
     lines = ["## Generated tasks", "",
              "Accuracy (%) on answer positions of held-out sequences (test split), mean over seeds with its 95% "
@@ -676,7 +684,7 @@ def task_section(tgroups, tcomps):
     for g in tgroups:
         lines.append(f"| {g['task']} | {g['label']} | {g['length']} | {fmt_num(g['degree'], '{:.1f}')} | {g['n']} | "
                      f"{fmt_pct_ci(g['test_accuracy'])} | {100 * g['chance']:.1f} | "
-                     f"{task_groups.passing(g, 'not trained')} | {task_groups.passing(g, 'not flattened')} | {fmt_num(g['tokens_per_s']['mean'], '{:.0f}')} |")
+                     f"{task_groups.passing(g, 'not trained')} | {task_groups.passing(g, 'not flattened')} | {fmt_tokens(g)} |")
     lines += ["", "### By distance, with the reach prediction", "",
               "| task | pattern | context | distance | accuracy | pooled answers | reach | hops min..max | prediction |",
               "|---|---|---|---|---|---|---|---|---|"]
@@ -768,7 +776,7 @@ def machines_section(run, records):
             for e in later) + ".", ""]
     if len(by_cpu) > 1:
         lines += [f"The points ran on {len(by_cpu)} CPUs; tokens/s compare only among points of one CPU "
-                  "(a mean over seeds mixes them):", ""]
+                  "(the task table gives one mean per CPU):", ""]
         lines += [f"- {cpu}: {', '.join(points)}" for cpu, points in sorted(by_cpu.items())] + [""]
     return lines
 

@@ -152,6 +152,15 @@ def gates_failed(runs):
     return [f"{why} ({n} of {len(runs)} runs)" for why, n in counts.items()]
 
 
+def tokens_by_cpu(rs):
+    """Tokens/s per CPU the runs name: a resumed run's seeds may have run on two machines, whose speeds do not mix."""
+    by = defaultdict(list)
+    for r in rs:
+        if stats.is_number(r.get("tokens_per_s")):
+            by[r.get("cpu") if isinstance(r.get("cpu"), str) else "?"].append(r["tokens_per_s"])
+    return {cpu: stats.summary(v) for cpu, v in sorted(by.items())}
+
+
 def group_tasks(records):
     rows = defaultdict(list)
     for r in records:
@@ -170,6 +179,7 @@ def group_tasks(records):
             "chance": chance, "seeds": [r.get("seed") for r in rs], "n": len(rs),
             "test_accuracy": stats.summary([r["test_accuracy"] for r in rs if stats.is_number(r.get("test_accuracy"))]),
             "tokens_per_s": stats.summary([r["tokens_per_s"] for r in rs if stats.is_number(r.get("tokens_per_s"))]),
+            "tokens_per_s_by_cpu": tokens_by_cpu(rs),
             "per_seed": {r.get("seed"): r for r in rs},
             "gates": {r.get("seed"): run_gates(r, chance) for r in rs},
             "buckets": [bucket_summary(rs, k, chance, trained_floor(first, chance)) for k in range(nb)]})

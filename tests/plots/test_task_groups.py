@@ -113,6 +113,27 @@ class Prediction(unittest.TestCase):
         self.assertEqual(task_groups.run_gates(before_the_field, 0.0625), [revealed])
 
 
+class TokensPerCpu(unittest.TestCase):
+    def test_seeds_run_on_two_cpus_get_one_mean_each(self):
+        xeon, epyc = "Intel Xeon (family 6 model 207, AVX-512)", "AMD EPYC (family 25 model 1, AVX2)"
+        records = [dict(rec("bpt", 8.8, s, [(8, 0.6)], [1.0]), cpu=cpu, tokens_per_s=tps)
+                   for s, cpu, tps in ((1, xeon, 40000.0), (2, xeon, 38000.0), (3, epyc, 31000.0))]
+        g = task_groups.group_tasks(records)[0]
+        self.assertEqual(sorted(g["tokens_per_s_by_cpu"]), [epyc, xeon])
+        self.assertAlmostEqual(g["tokens_per_s_by_cpu"][xeon]["mean"], 39000.0)
+        self.assertEqual(g["tokens_per_s_by_cpu"][epyc]["n"], 1)
+        try:
+            import plot_run
+        except ImportError as e:
+            self.skipTest(f"plot_run needs matplotlib: {e}")
+        self.assertEqual(plot_run.fmt_tokens(g), "31000 on AMD EPYC (n=1); 39000 on Intel Xeon (n=2)")
+        # One CPU (or none named): the plain mean, as before.
+        one = task_groups.group_tasks([dict(r, cpu=xeon) for r in records])[0]
+        self.assertEqual(plot_run.fmt_tokens(one), "36333")
+        unnamed = task_groups.group_tasks([{k: v for k, v in r.items() if k != "cpu"} for r in records])[0]
+        self.assertEqual(plot_run.fmt_tokens(unnamed), "36333")
+
+
 class LearningCurves(unittest.TestCase):
     def test_one_panel_per_group_with_every_seed_chance_and_the_flattening_count(self):
         try:

@@ -91,8 +91,8 @@ int cmd_run(const std::vector<std::string>& argv) {
         "             ROOT/<scenario>/shards-<scenario hash>). auto: from Slurm's SLURM_ARRAY_TASK_ID,\n"
         "             SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT. sparsebench merge joins the shards.\n"
         "  --reuse-from RUN_DIR  train points copy a finished run of RUN_DIR (e.g. another scenario's) whose\n"
-        "             settings, data bytes and SIMD target are this point's, instead of training it again; the\n"
-        "             record and result say where it came from (reused_from). Repeatable.\n");
+        "             settings, data bytes, SIMD target and subnormal mode are this point's, instead of\n"
+        "             training it again; the record and result say where it came from (reused_from). Repeatable.\n");
     return args.flag("help") ? 0 : 2;
   }
   const std::string file = args.positional()[0];

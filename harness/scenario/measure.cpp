@@ -235,7 +235,8 @@ void record_train_result(const json& result, const std::string& out_dir, json& r
 const std::vector<std::string> kReuseIgnoredKeys = {"out_dir", "log_every", "profile", "checkpoint_every"};
 
 // A finished run under one of `runs` (run directories, e.g. of another scenario: their train/*/result.json) with
-// this configuration, on the same data bytes and SIMD target: its result (with "dir"), or null when there is none.
+// this configuration, on the same data bytes, SIMD target and subnormal mode: its result (with "dir"), or null when
+// there is none.
 json find_reusable_run(const PreparedTraining& run, const std::vector<std::string>& runs) {
   for (const std::string& dir_of_run : runs) {
     std::error_code ec;
@@ -253,6 +254,8 @@ json find_reusable_run(const PreparedTraining& run, const std::vector<std::strin
       }
       if (!config_changes(result["config"], run.config, kReuseIgnoredKeys).empty()) continue;
       if (result.value("simd_target", std::string()) != gsa_cpu_target()) continue;
+      // Flushing subnormals changes the numbers; a result without the field predates flushing, so it kept them.
+      if (result.value("denormals", std::string("kept")) != denormals_mode()) continue;
       // A generated task is its configuration, compared above; enwik8 runs compare the data's bytes too.
       if (run.data && (!result.contains("data") || result["data"].value("sha256", std::string()) != run.data->sha256())) {
         continue;
@@ -304,7 +307,7 @@ void measure_train(const PointContext& c, json& record) {
   const json src = find_reusable_run(run, c.s.reuse_runs);
   if (!src.is_null()) {
     if (!quiet) {
-      fmt::print("point {}: reusing the finished run {} (same settings, data and SIMD target)\n", p.index,
+      fmt::print("point {}: reusing the finished run {} (same settings, data, SIMD target and subnormal mode)\n", p.index,
                  src["dir"].get<std::string>());
     }
     const json result = reuse_run(src, out_dir);

@@ -2,7 +2,7 @@
 # `run --reuse-from RUN_DIR`: a train point whose settings, data and SIMD target match a finished run of another
 # scenario's run directory copies it (record and result say where from; the numbers, CPU and threads are the
 # original's) instead of training again, in one process and with --jobs 2; a point that differs in a setting that
-# changes training trains; a missing directory is refused by name. usage: reuse_runs.py SPARSEBENCH WORK_DIR
+# changes training, or in subnormal mode, trains; a missing directory is refused by name. usage: reuse_runs.py SPARSEBENCH WORK_DIR
 import json
 import os
 import shutil
@@ -73,6 +73,22 @@ def main(binary, work):
         with open(os.path.join(b_dir, "run.json")) as f:
             if json.load(f).get("reuse_from") != [a_dir]:
                 raise Failure(f"--jobs {jobs}: run.json should record --reuse-from {a_dir}")
+
+    # Subnormals kept (SB_DENORMALS=keep) change the numbers: a run made so is not reused by a flushing process,
+    # nor is one whose result predates the field (it kept them). A's w=4 run made so: B's w=4 trains.
+    with open(a_result) as f:
+        kept = json.load(f)
+    for how in ("kept", None):
+        if how is None:
+            del kept["denormals"]
+        else:
+            kept["denormals"] = how
+        write(a_result, json.dumps(kept))
+        e_dir = os.path.join(work, f"e-{how}")
+        out = run(binary, ["run", b_spec, "--out", e_dir, "--no-plot", "--reuse-from", a_dir], 0, timeout=600)
+        e = records(e_dir)["window(w=4)"]
+        if "reused_from" in e or e.get("status") != "ok" or "reusing" in out:
+            raise Failure(f"a run with subnormals {how or 'not recorded'} must not be reused by a flushing one: {e}")
 
     # One more step changes the training: nothing is reused.
     c_spec = write(os.path.join(work, "c.json"), json.dumps(

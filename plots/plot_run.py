@@ -659,7 +659,8 @@ def fmt_tokens(g):
     by_cpu = g.get("tokens_per_s_by_cpu") or {}
     if len(by_cpu) <= 1:
         return fmt_num(g["tokens_per_s"]["mean"], "{:.0f}")
-    return "; ".join(f"{fmt_num(s['mean'], '{:.0f}')} on {cpu.split(' (')[0]} (n={s['n']})" for cpu, s in by_cpu.items())
+    return "; ".join(f"{fmt_num(s['mean'], '{:.0f}')} on {cpu.split(' (')[0]} (n={s['n']})"
+                     for cpu, s in by_cpu.items())
 
 
 def task_section(tgroups, tcomps):

@@ -307,8 +307,8 @@ void measure_train(const PointContext& c, json& record) {
   const json src = find_reusable_run(run, c.s.reuse_runs);
   if (!src.is_null()) {
     if (!quiet) {
-      fmt::print("point {}: reusing the finished run {} (same settings, data, SIMD target and subnormal mode)\n", p.index,
-                 src["dir"].get<std::string>());
+      fmt::print("point {}: reusing the finished run {} (same settings, data, SIMD target and subnormal mode)\n",
+                 p.index, src["dir"].get<std::string>());
     }
     const json result = reuse_run(src, out_dir);
     record_train_result(result, out_dir, record);

@@ -776,8 +776,9 @@ def machines_section(run, records):
             f"{e.get('time', '?')} on {e.get('cpu', '?')} ({e.get('simd_target', '?')}), commit {e.get('commit', '?')}"
             for e in later) + ".", ""]
     if len(by_cpu) > 1:
-        lines += [f"The points ran on {len(by_cpu)} CPUs; tokens/s compare only among points of one CPU "
-                  "(the task table gives one mean per CPU):", ""]
+        # Only the task table averages over seeds; the other tables list each point's own tokens/s.
+        means = " (the task table gives one mean per CPU)" if any(task_groups.is_task_record(r) for r in records) else ""
+        lines += [f"The points ran on {len(by_cpu)} CPUs; tokens/s compare only among points of one CPU{means}:", ""]
         lines += [f"- {cpu}: {', '.join(points)}" for cpu, points in sorted(by_cpu.items())] + [""]
     return lines
 

@@ -238,6 +238,8 @@ const std::vector<std::string> kReuseIgnoredKeys = {"out_dir", "log_every", "pro
 // this configuration, on the same data bytes, SIMD target and subnormal mode: its result (with "dir"), or null when
 // there is none.
 json find_reusable_run(const PreparedTraining& run, const std::vector<std::string>& runs) {
+  // Read once: the mode is a parallel region over every intra-op thread.
+  const std::string denormals = denormals_mode();
   for (const std::string& dir_of_run : runs) {
     std::error_code ec;
     std::vector<fs::path> dirs;
@@ -255,7 +257,7 @@ json find_reusable_run(const PreparedTraining& run, const std::vector<std::strin
       if (!config_changes(result["config"], run.config, kReuseIgnoredKeys).empty()) continue;
       if (result.value("simd_target", std::string()) != gsa_cpu_target()) continue;
       // Flushing subnormals changes the numbers; a result without the field predates flushing, so it kept them.
-      if (result.value("denormals", std::string("kept")) != denormals_mode()) continue;
+      if (result.value("denormals", std::string("kept")) != denormals) continue;
       // A generated task is its configuration, compared above; enwik8 runs compare the data's bytes too.
       if (run.data && (!result.contains("data") || result["data"].value("sha256", std::string()) != run.data->sha256())) {
         continue;

@@ -89,14 +89,14 @@ class Contended(unittest.TestCase):
         self.assertIn("Resumed on another machine or build: T2 on AMD EPYC (AVX2) (AVX2), commit bbb.", text)
         self.assertNotIn("T1 on", text)
         self.assertIn("The points ran on 2 CPUs; tokens/s compare only among points of one CPU:", text)
+        self.assertIn(f"- {epyc}: bpt(k=4) n=64 seed 2", text)
+        self.assertIn(f"- {xeon}: bpt(k=4) n=64 seed 1", text)
         # Task runs' table averages tokens/s over seeds: the line says it gives one mean per CPU.
         task = {"name": "mqar", "chance": 0.0625, "params": {}}
         with tempfile.TemporaryDirectory() as d:
             plot_run.write_report(d, run, [dict(r, task=task) for r in recs], [], [], None, [], [])
             with open(os.path.join(d, "report.md")) as f:
                 self.assertIn("one CPU (the task table gives one mean per CPU):", f.read())
-        self.assertIn(f"- {epyc}: bpt(k=4) n=64 seed 2", text)
-        self.assertIn(f"- {xeon}: bpt(k=4) n=64 seed 1", text)
         # One machine throughout: no such lines.
         with tempfile.TemporaryDirectory() as d:
             plot_run.write_report(d, {"cpu": xeon, "resumed": [{"time": "T1", "cpu": xeon}]}, recs[:1], [], [],

@@ -2,7 +2,8 @@
 # `run --reuse-from RUN_DIR`: a train point whose settings, data and SIMD target match a finished run of another
 # scenario's run directory copies it (record and result say where from; the numbers, CPU and threads are the
 # original's) instead of training again, in one process and with --jobs 2; a point that differs in a setting that
-# changes training, or in subnormal mode, trains; a missing directory is refused by name. usage: reuse_runs.py SPARSEBENCH WORK_DIR
+# changes training, or in subnormal mode, trains; a missing directory is refused by name.
+# usage: reuse_runs.py SPARSEBENCH WORK_DIR
 import json
 import os
 import shutil

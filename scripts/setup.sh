@@ -23,10 +23,11 @@ done
 # linear layers, harness/lm/fast_linear.cpp; LibTorch already links its library), Highway (SIMD dispatch),
 # Gloo's headers (LibTorch's c10d process group for data-parallel training), Python torch for the op test, Slurm and
 # munge for the one-node cluster the sharded-sweep test brings up, an aarch64 cross compiler for the test that the
-# CPU kernels compile for ARM (NEON, SVE).
-debs=(build-essential cmake git libtorch-dev libopenblas0-openmp libdnnl-dev libfmt-dev nlohmann-json3-dev
-      libhwy-dev libbenchmark-dev libgtest-dev libgloo-dev python3-torch clang libclang-rt-14-dev slurm-wlm munge
-      g++-aarch64-linux-gnu)
+# CPU kernels compile for ARM (NEON, SVE), OpenBLAS's pthreads build for the test that its threads flush subnormals
+# too (selected below is the OpenMP build).
+debs=(build-essential cmake git libtorch-dev libopenblas0-openmp libopenblas0-pthread libdnnl-dev libfmt-dev
+      nlohmann-json3-dev libhwy-dev libbenchmark-dev libgtest-dev libgloo-dev python3-torch clang libclang-rt-14-dev
+      slurm-wlm munge g++-aarch64-linux-gnu)
 [ "$python" = 1 ] && debs+=(python3-venv)
 sudo_cmd=""
 [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"

@@ -32,6 +32,7 @@
 #include "harness/lm/fast_linear.h"
 #include "harness/lm/loss_scale.h"
 #include "harness/lm/tasks.h"
+#include "harness/measure/blas.h"
 #include "harness/measure/build_info.h"
 #include "harness/measure/contention.h"
 #include "harness/measure/device.h"
@@ -625,6 +626,7 @@ json Training::finish() {
                  {"attention_backend", model_->attention_backend()},
                  // the linear layers' products: fast_linear's library for float32 on the CPU, else LibTorch's
                  {"matmul", where.is_cpu() && compute_ == torch::kFloat32 ? matmul_backend() : std::string("libtorch")},
+                 {"blas", blas_info()},  // the BLAS under LibTorch's own CPU products
                  {"precision", {{"parameters", dtype_name(dtype_)}, {"compute", dtype_name(compute_)}}},
                  {"optimizer", "adamw:" + stepper_->name()},
                  {"cuda_graphs", want_graphs_ ? (captured_.ready() ? json("captured") : json(graphs_why_)) : json("off")},

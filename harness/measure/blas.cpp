@@ -84,6 +84,12 @@ void set_blas_threads(int threads) {
   if (auto set = openblas_symbol<void (*)(int)>("openblas_set_num_threads")) set(threads);
 }
 
+void restart_blas_thread_pool() {
+  auto parallel = openblas_symbol<int (*)()>("openblas_get_parallel");
+  auto shutdown = openblas_symbol<int (*)()>("blas_thread_shutdown_");
+  if (parallel != nullptr && parallel() == 1 && shutdown != nullptr) shutdown();
+}
+
 std::string blas_info() {
   const std::string config = at::show_config();
   std::vector<std::string> found;

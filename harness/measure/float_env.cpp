@@ -4,9 +4,11 @@
 #include <atomic>
 #include <cstdlib>
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include "common/error.h"
+#include "harness/measure/blas.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -32,6 +34,20 @@ int thread_mode() {
   const unsigned bits = _mm_getcsr() & kFlushBits;
   return bits == kFlushBits ? 1 : bits == 0 ? 0 : 2;
 }
+
+// The same for what the BLAS computes: a product whose every entry is a single subnormal term, 1e-20 * 1e-20 (the
+// last of k), is 0 where a thread flushes and 1e-40 where it does not. Its entries are compared as integers: a float
+// compare under DAZ reads 1e-40 as zero. 512 x 256 x 512 is large enough that OpenBLAS splits it across its
+// threads (measured: 512 x 64 x 512 it computes on one).
+int blas_mode() {
+  constexpr int64_t m = 512, k = 256;
+  at::Tensor a = at::zeros({m, k});
+  at::Tensor b = at::zeros({k, m});
+  a.select(1, k - 1).fill_(1e-20);
+  b.select(0, k - 1).fill_(1e-20);
+  const int64_t nonzero = at::mm(a, b).view(at::kInt).ne(0).sum().item<int64_t>();
+  return nonzero == 0 ? 1 : nonzero == m * m ? 0 : 2;
+}
 #endif
 
 }  // namespace
@@ -48,6 +64,7 @@ void configure_denormals() {
   set();
   // Intra-op threads already started (a library that ran in parallel first) do not inherit it: set theirs too.
   on_every_intra_op_thread(set);
+  restart_blas_thread_pool();
 #endif
 }
 
@@ -58,7 +75,7 @@ std::string denormals_mode() {
   on_every_intra_op_thread([&] {
     if (thread_mode() != mine) same = false;
   });
-  if (!same || mine == 2) return "mixed";
+  if (!same || mine == 2 || blas_mode() != mine) return "mixed";
   return mine == 1 ? "flushed" : "kept";
 #else
   return "unknown";

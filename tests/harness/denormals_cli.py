@@ -1,4 +1,5 @@
-"""sparsebench flushes subnormal floats unless SB_DENORMALS=keep, records which, and refuses an unknown value."""
+"""sparsebench flushes subnormal floats unless SB_DENORMALS=keep, records which, and refuses an unknown value;
+with OpenBLAS's pthreads build too, whose thread pool starts before main."""
 import json
 import os
 import platform
@@ -13,8 +14,8 @@ x86 = platform.machine() in ("x86_64", "AMD64", "i386", "i686")
 problems = []
 
 
-def run(args, value):
-    env = dict(os.environ)
+def run(args, value, extra_env=None):
+    env = dict(os.environ, **(extra_env or {}))
     env.pop("SB_DENORMALS", None)
     if value is not None:
         env["SB_DENORMALS"] = value
@@ -37,6 +38,25 @@ for value, want in ((None, "flushed"), ("keep", "kept")):
     got = json.load(open(os.path.join(out, "result.json"))).get("denormals")
     if got != (want if x86 else "unknown"):
         problems.append(f"train with SB_DENORMALS={value}: result.json denormals = {got!r}, expected {want!r}")
+
+# Debian's OpenBLAS pthreads build, where installed beside the OpenMP one setup selects (CI installs it).
+multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True).stdout.strip()
+multiarch = multiarch or "x86_64-linux-gnu"
+pthreads_dir = f"/usr/lib/{multiarch}/openblas-pthread"
+if not os.path.exists(os.path.join(pthreads_dir, "libblas.so.3")):
+    print(f"skip pthreads case: {pthreads_dir}/libblas.so.3 not installed (Debian package libopenblas0-pthread)")
+else:
+    out = os.path.join(work, "pthreads")
+    p = run(tiny + ["--out", out], None, {"LD_LIBRARY_PATH": pthreads_dir})
+    if p.returncode != 0:
+        problems.append(f"train on OpenBLAS pthreads: exit {p.returncode}: {p.stderr[-500:]}")
+    else:
+        result = json.load(open(os.path.join(out, "result.json")))
+        if "openblas_threading=pthreads" not in result.get("blas", ""):
+            problems.append(f"LD_LIBRARY_PATH={pthreads_dir} did not load the pthreads build: {result.get('blas')!r}")
+        elif result.get("denormals") != ("flushed" if x86 else "unknown"):
+            problems.append(f"train on OpenBLAS pthreads: result.json denormals = {result.get('denormals')!r}, "
+                            "expected 'flushed' (its thread pool starts before main)")
 
 if problems:
     sys.exit("\n".join(problems))

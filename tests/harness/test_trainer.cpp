@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/lm/trainer.h"
+#include "harness/measure/blas.h"
 #include "harness/measure/device.h"
 #include "harness/measure/memory_tracker.h"
 #include "harness/measure/float_env.h"
@@ -129,6 +130,7 @@ TEST(Train, ResumeReproducesUninterruptedRun) {
   ASSERT_EQ(full["steps"], 12);
   EXPECT_EQ(full["simd_target"], sb::gsa_cpu_target());  // the record names the kernels' target that ran
   EXPECT_EQ(full["denormals"], sb::denormals_mode());     // and whether subnormals were flushed
+  EXPECT_EQ(full["blas"], sb::blas_info());               // and the BLAS under LibTorch's own products
   EXPECT_EQ(full["cpu"], sb::cpu_summary());  // and the CPU, which a generic model name alone may not tell
   EXPECT_EQ(full["attention_backend"], sb::graph_attention_backend(torch::kCPU));
   EXPECT_EQ(full["world_size"], 1);

@@ -87,7 +87,10 @@ void set_blas_threads(int threads) {
 void restart_blas_thread_pool() {
   auto parallel = openblas_symbol<int (*)()>("openblas_get_parallel");
   auto shutdown = openblas_symbol<int (*)()>("blas_thread_shutdown_");
-  if (parallel != nullptr && parallel() == 1 && shutdown != nullptr) shutdown();
+  auto start = openblas_symbol<int (*)()>("blas_thread_init");
+  if (parallel == nullptr || parallel() != 1 || shutdown == nullptr || start == nullptr) return;
+  shutdown();
+  start();  // now, not at the next call: openblas_set_num_threads would add threads to a stopped pool
 }
 
 std::string blas_info() {

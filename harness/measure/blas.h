@@ -18,8 +18,8 @@ void configure_blas_runtime(char** argv);
 // Sets OpenBLAS's own thread pool (LibTorch's set_num_threads does not reach it); no-op for other BLAS.
 void set_blas_threads(int threads);
 
-// Stops the pthreads build's thread pool, which OpenBLAS starts when it loads; its next parallel call starts the pool
-// again from the calling thread, whose floating-point mode new threads inherit. No-op for other BLAS builds.
+// Stops the pthreads build's thread pool, which OpenBLAS starts when it loads, and starts it again from the calling
+// thread, whose floating-point mode new threads inherit. No-op for other BLAS builds.
 void restart_blas_thread_pool();
 
 // LibTorch's BLAS build info, the BLAS library mapped into this process and OpenBLAS's kernel choice.

@@ -41,8 +41,8 @@ int thread_mode() {
 // threads (measured: 512 x 64 x 512 it computes on one).
 int blas_mode() {
   constexpr int64_t m = 512, k = 256;
-  at::Tensor a = at::zeros({m, k});
-  at::Tensor b = at::zeros({k, m});
+  at::Tensor a = at::zeros({m, k}, at::kFloat);  // float whatever the default dtype: 1e-40 is normal in double
+  at::Tensor b = at::zeros({k, m}, at::kFloat);
   a.select(1, k - 1).fill_(1e-20);
   b.select(0, k - 1).fill_(1e-20);
   const int64_t nonzero = at::mm(a, b).view(at::kInt).ne(0).sum().item<int64_t>();

@@ -27,8 +27,8 @@ float subnormal() {
 int64_t blas_subnormal_entries() {
   at::set_num_threads(2);
   sb::set_blas_threads(2);
-  at::Tensor a = at::zeros({1024, 256});
-  at::Tensor b = at::zeros({256, 1024});
+  at::Tensor a = at::zeros({1024, 256}, at::kFloat);
+  at::Tensor b = at::zeros({256, 1024}, at::kFloat);
   a.select(1, 255).fill_(1e-20);
   b.select(0, 255).fill_(1e-20);
   return at::mm(a, b).view(at::kInt).ne(0).sum().item<int64_t>();

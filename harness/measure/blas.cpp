@@ -28,6 +28,12 @@ Fn openblas_symbol(const char* name) {
   return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
 }
 
+// OpenBLAS's threading: 0 none, 1 its own pthreads pool, 2 OpenMP; -1 when the BLAS is not OpenBLAS.
+int openblas_threading() {
+  auto parallel = openblas_symbol<int (*)()>("openblas_get_parallel");
+  return parallel != nullptr ? parallel() : -1;
+}
+
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -71,8 +77,7 @@ void configure_blas_runtime(char** argv) {
     setenv("SPARSEBENCH_BLAS_DETECTED", detected.c_str(), 1);  // for blas_info()
     changed = true;
   }
-  auto parallel = openblas_symbol<int (*)()>("openblas_get_parallel");
-  const bool pthreads = parallel != nullptr && parallel() == 1;
+  const bool pthreads = openblas_threading() == 1;
   if (pthreads && std::getenv("OMP_WAIT_POLICY") == nullptr) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     changed = true;
@@ -85,10 +90,9 @@ void set_blas_threads(int threads) {
 }
 
 void restart_blas_thread_pool() {
-  auto parallel = openblas_symbol<int (*)()>("openblas_get_parallel");
   auto shutdown = openblas_symbol<int (*)()>("blas_thread_shutdown_");
   auto start = openblas_symbol<int (*)()>("blas_thread_init");
-  if (parallel == nullptr || parallel() != 1 || shutdown == nullptr || start == nullptr) return;
+  if (openblas_threading() != 1 || shutdown == nullptr || start == nullptr) return;
   shutdown();
   start();  // now, not at the next call: openblas_set_num_threads would add threads to a stopped pool
 }
@@ -120,8 +124,7 @@ std::string blas_info() {
     }
     found.push_back(kernels);
   }
-  if (auto parallel = openblas_symbol<int (*)()>("openblas_get_parallel")) {
-    const int mode = parallel();
+  if (const int mode = openblas_threading(); mode >= 0) {
     found.push_back(fmt::format("openblas_threading={}", mode == 2 ? "openmp" : mode == 1 ? "pthreads" : "none"));
   }
   return found.empty() ? "unknown" : fmt::format("{}", fmt::join(found, " "));

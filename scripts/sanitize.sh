@@ -33,21 +33,20 @@ while [ $# -gt 0 ]; do
 done
 
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-[ "$focus" -eq 1 ] && flags+=" -DHWY_COMPILE_ONLY_STATIC=1"
+target_args=()
+select=()
+if [ "$focus" -eq 1 ]; then
+  flags+=" -DHWY_COMPILE_ONLY_STATIC=1"
+  target_args=(--target sparsebench test_harness test_scenarios test_scenario_run test_reliability)
+  select=(-R '^(Data|Enwik8|EvalWindows|LensWindows|SampleWindows|Sha256|Model|LanguageModel|FastDropout|Train|Checkpoint|Validate|Expand|Skips|EqualDegree|ShippedScenarios|Override|ConfigFields|Records|Run|Sweep|Merge|Shard|BadInput|JsonGuard|DurableFile|Paths|RunConfig|reliability_|scenarios_midpoint_resume|scenarios_parallel_sweep)')
+fi
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 start=$(date +%s)
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DSB_CUDA=OFF \
   "${launcher[@]}" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-if [ "$focus" -eq 1 ]; then
-  targets=(sparsebench test_harness test_scenarios test_scenario_run test_reliability)
-  cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
-  select=(-R '^(Data|Enwik8|EvalWindows|LensWindows|SampleWindows|Sha256|Model|LanguageModel|FastDropout|Train|Checkpoint|Validate|Expand|Skips|EqualDegree|ShippedScenarios|Override|ConfigFields|Records|Run|Sweep|Merge|Shard|BadInput|JsonGuard|DurableFile|Paths|RunConfig|reliability_|scenarios_midpoint_resume|scenarios_parallel_sweep)')
-else
-  cmake --build "$build_dir" -j"$jobs"
-  select=()
-fi
+cmake --build "$build_dir" -j"$jobs" "${target_args[@]}"
 built=$(date +%s)
 echo "sanitize: built in $((built - start)) s"
 

@@ -13,7 +13,8 @@ arrive within the model's layers) and the prediction check:
 contrasts(groups) pairs each non-bpt group with the bpt group of nearest degree at its length and task (only within
 MATCHED_RATIO of it: segtree and dense are not at matched degree), per bucket, seed by seed (bpt - other); the
 buckets beyond the other pattern's reach form one family and those within it another, each Holm-corrected.
-A contrast's verdict is "supports" / "contradicts" only when every run behind it passes the task gates:
+A contrast's verdict is "supports" / "contradicts" only when every run behind it passes the task gates, and its reason
+says so when the leading pattern does not retrieve in that bucket (a lead at "one of the values" is not recall):
   trained    the run retrieves within its graph's reach: its accuracy pooled over the buckets every sampled query
              reaches lies above chance's 95% binomial interval for those answers (a model that learnt nothing says
              nothing about its graph). Not "at its nearest distance": with answers revealed, MQAR's nearest
@@ -213,6 +214,7 @@ def contrasts(groups):
                 runs = [(grp["per_seed"][s], grp["chance"]) for grp in (b, g) for s in seeds]
                 out.append(dict(d, task=task, length=length, lo=gb["lo"], hi=gb["hi"], bpt=b["label"],
                                 other=g["label"], other_beyond_reach=beyond, gates_failed=gates_failed(runs),
+                                bpt_level=bb.get("prediction"), other_level=gb.get("prediction"),
                                 family=f"{task}@{length}: bpt vs {g['label']} {'beyond' if beyond else 'within'} "
                                        "its reach", p=stats.t_test_p(d)))
     families = defaultdict(list)
@@ -224,4 +226,10 @@ def contrasts(groups):
     for c in out:
         ci = c["ci95"] or [None, None]
         c["verdict"], c["verdict_reason"] = stats.gated_verdict(ci[0], ci[1], +1, c["p_holm"], c["gates_failed"])
+        # A lead is recall only where the leader retrieves: an MQAR model that names one of the sequence's values
+        # beats one at chance without matching a key.
+        who, level = {"supports": (c["bpt"], c["bpt_level"]),
+                      "contradicts": (c["other"], c["other_level"])}.get(c["verdict"], (None, None))
+        if level not in (None, "retrieves"):
+            c["verdict_reason"] += f"; {who} there is at \"{level}\", not retrieval"
     return out

@@ -3,8 +3,9 @@
 # Two uses: --answers hidden scores a model trained with MQAR answers revealed (the input after each query) on the
 # same sequences with them hidden, where it must match keys instead of ruling out values already shown; --task-eval N
 # scores on the first N held-out sequences (with N above the run's own count, a superset of them), which shrinks the
-# test-sampling noise in one seed's score and in its distance buckets. Each checkpoint is copied to OUT/NNNN and resumed there at its last step,
-# so the run directory is not touched. Checkpoints are not committed: this needs the run's working tree.
+# test-sampling noise in one seed's score and in its distance buckets. Each checkpoint is copied to OUT/NNNN and
+# resumed there at its last step, so the run directory is not touched. Checkpoints are not committed: this needs the
+# run's working tree.
 # usage: python3 scripts/rescore.py RUN_DIR OUT_DIR [--answers hidden|as-trained] [--task-eval N]
 #                                   [--bin build/harness/sparsebench]
 import argparse

@@ -12,6 +12,10 @@
                                      difference survives the family's correction; else "inconclusive" and why
   slope(xs, ys)                      least-squares slope of ys on xs
   flattened(evals, steps)            whether a run's valid BPC still improved over its last 20% of steps
+  chi2_cdf(x, df)                    P(X <= x) for a chi-square with df degrees of freedom
+  half_width_probability(sd, k, h)   how often k seeds drawn with standard deviation sd give a 95% interval within
+                                     +-h (the sample sd of normal draws: (k - 1) s^2 / sd^2 is chi-square, k - 1)
+  seeds_for_half_width(sd, h)        fewest seeds whose interval is within +-h when their sd comes out at sd
 
 An interval is never made up: with one value there is none, and a verdict needs one.
 """
@@ -239,3 +243,61 @@ def binomial_interval(successes, n):
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return [centre - half, centre + half]
+
+
+def _gamma_p(a, x):
+    """Regularized lower incomplete gamma P(a, x): its series below a + 1, the continued fraction of Q above."""
+    if x <= 0.0:
+        return 0.0
+    log_front = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        for n in range(1, 100000):
+            term *= x / (a + n)
+            total += term
+            if abs(term) < abs(total) * 1e-16:
+                return total * math.exp(log_front)
+    else:
+        tiny = 1e-300
+        b = x + 1.0 - a
+        c, d = 1.0 / tiny, 1.0 / b
+        h = d
+        for n in range(1, 100000):
+            an = -n * (n - a)
+            b += 2.0
+            d = an * d + b
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = b + an / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+            if abs(d * c - 1.0) < 1e-15:
+                return 1.0 - math.exp(log_front) * h
+    raise ArithmeticError(f"incomplete gamma: no convergence for a={a}, x={x}")
+
+
+def chi2_cdf(x, df):
+    """P(X <= x) for a chi-square variable with df > 0 degrees of freedom."""
+    if not df > 0:
+        raise ValueError(f"chi2_cdf: df must be > 0, got {df}")
+    return _gamma_p(df / 2.0, x / 2.0)
+
+
+def half_width_probability(sd, k, h):
+    """P(the 95% t interval of k seeds is within +-h) when each seed's value has standard deviation sd (normal).
+
+    The half-width t * s / sqrt(k) is within h when s <= h sqrt(k) / t, and (k - 1) s^2 / sd^2 is chi-square with
+    k - 1 degrees of freedom. With sd from the same seeds this is a plug-in estimate, not a bound."""
+    if k < 2:
+        raise ValueError(f"half_width_probability: needs k >= 2 seeds, got {k}")
+    if sd == 0.0:
+        return 1.0
+    s_max = h * math.sqrt(k) / t_quantile(0.5 + CONFIDENCE / 2.0, k - 1)
+    return chi2_cdf((k - 1) * s_max * s_max / (sd * sd), k - 1)
+
+
+def seeds_for_half_width(sd, h, most=1000):
+    """The fewest seeds n >= 2 with t(n - 1) sd / sqrt(n) <= h (None beyond `most`)."""
+    for n in range(2, most + 1):
+        if t_quantile(0.5 + CONFIDENCE / 2.0, n - 1) * sd / math.sqrt(n) <= h:
+            return n
+    return None

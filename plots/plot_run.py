@@ -51,30 +51,6 @@ plt.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=plt.get_cmap("tab20").
 KIND_COLOURS = {"token": "#1f77b4", "span": "#d62728", "relay": "#2ca02c", "sentence": "#9467bd"}
 
 
-def read_records(path):
-    """Records of a JSON-lines file and the problems found (a truncated last line is ignored)."""
-    records, problems = [], []
-    if not os.path.exists(path):
-        return records, problems
-    with open(path, "rb") as f:
-        data = f.read().decode("utf-8", errors="replace")
-    lines = data.split("\n")
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        if i == len(lines) - 1:  # no newline after it: a write cut short
-            problems.append(f"{path}: line {i + 1}: truncated last line ignored ({len(line)} bytes)")
-            continue
-        try:
-            rec = json.loads(line)
-            if not isinstance(rec, dict):
-                raise ValueError("not an object")
-            records.append(rec)
-        except ValueError:
-            problems.append(f"{path}: line {i + 1}: not a JSON record, ignored")
-    return records, problems
-
-
 def save(fig, out_dir, name, written):
     for ext in ("png", "svg"):
         path = os.path.join(out_dir, f"{name}.{ext}")
@@ -875,7 +851,7 @@ def main(argv):
     if not os.path.isdir(run_dir):
         print(f"plot_run.py: {run_dir}: not a directory", file=sys.stderr)
         return 2
-    records, problems = read_records(os.path.join(run_dir, "records.jsonl"))
+    records, problems = seed_groups.read_records(os.path.join(run_dir, "records.jsonl"))
     for p in problems:
         print(f"warning: {p}", file=sys.stderr)
     run = {}

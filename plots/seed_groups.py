@@ -1,6 +1,7 @@
 # seed_groups.py: a run's train records grouped by configuration over seeds, and the paired comparisons (stats.json).
 """Train records (one row per seed) grouped by `config_id`, summarized over seeds, and paired for the paper's claims.
 
+read_records(path) -> records, problems (a truncated last line ignored and reported);
 group_train(records, warn) -> groups; comparisons(groups) -> comparisons; stats_document(groups, comparisons).
 Records without `config_id`/`seed` (older runs) are one seed each, grouped by `point`. Comparisons are paired
 by seed on test BPC, or valid BPC where the two groups share no test values:
@@ -15,7 +16,9 @@ Each kind is one family: its p-values are Holm-corrected together. A verdict is 
 every run behind it passes the gates (flattened, valid BPC within the bound) and its interval excludes zero after the
 correction; otherwise "inconclusive" with the reason.
 """
+import json
 import math
+import os
 from collections import defaultdict
 
 import stats
@@ -29,6 +32,30 @@ PAPER_SAYS = {
     "matched_degree_mean": (+1, "bpt lower at matched degree, averaged over degrees"),
     "context_slope": (-1, "BPC falls with log2 context (per-seed slope)"),
 }
+
+
+def read_records(path):
+    """Records of a JSON-lines file and the problems found (a truncated last line is ignored)."""
+    records, problems = [], []
+    if not os.path.exists(path):
+        return records, problems
+    with open(path, "rb") as f:
+        data = f.read().decode("utf-8", errors="replace")
+    lines = data.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if i == len(lines) - 1:  # no newline after it: a write cut short
+            problems.append(f"{path}: line {i + 1}: truncated last line ignored ({len(line)} bytes)")
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+            records.append(rec)
+        except ValueError:
+            problems.append(f"{path}: line {i + 1}: not a JSON record, ignored")
+    return records, problems
 
 
 def number(v):

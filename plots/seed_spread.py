@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+import seed_groups
 import stats
 import task_groups
 
@@ -33,27 +34,25 @@ def load_runs(run_dir):
     path = os.path.join(run_dir, "records.jsonl")
     if not os.path.isfile(path):
         fail(f"{path}: no such file (expected a run directory)")
+    records, problems = seed_groups.read_records(path)
+    if problems:
+        fail(problems[0])
     out = []
-    with open(path) as f:
-        for line_no, line in enumerate(f, 1):
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                fail(f"{path}:{line_no}: not JSON ({e.msg})")
-            if not task_groups.is_task_record(r) or r.get("status") != "ok":
-                continue
-            if not stats.is_number(r.get("test_accuracy")):
-                fail(f"{path}:{line_no}: field test_accuracy: expected a number, got {r.get('test_accuracy')!r}")
-            train_dir = r.get("train_dir")
-            if not isinstance(train_dir, str):
-                fail(f"{path}:{line_no}: field train_dir: missing (records before it cannot be pooled)")
-            result = os.path.join(run_dir, "train", os.path.basename(train_dir), "result.json")
-            try:
-                with open(result) as g:
-                    cfg = json.load(g)["config"]
-            except (OSError, ValueError, KeyError) as e:
-                fail(f"{result}: field config: cannot read the point's training configuration ({e})")
-            out.append((r, cfg))
+    for n, r in enumerate(records, 1):
+        if not task_groups.is_task_record(r) or r.get("status") != "ok":
+            continue
+        if not stats.is_number(r.get("test_accuracy")):
+            fail(f"{path}: record {n}: field test_accuracy: expected a number, got {r.get('test_accuracy')!r}")
+        train_dir = r.get("train_dir")
+        if not isinstance(train_dir, str):
+            fail(f"{path}: record {n}: field train_dir: missing (records before it cannot be pooled)")
+        result = os.path.join(run_dir, "train", os.path.basename(train_dir), "result.json")
+        try:
+            with open(result) as g:
+                cfg = json.load(g)["config"]
+        except (OSError, ValueError, KeyError) as e:
+            fail(f"{result}: field config: cannot read the point's training configuration ({e})")
+        out.append((r, cfg))
     return out
 
 

@@ -3,6 +3,7 @@
 
   mean(xs), sample_sd(xs)            sd with n - 1 (None for fewer than two values)
   t_cdf(t, df), t_quantile(p, df)    Student's t, through the regularized incomplete beta function
+  t_critical(df)                     the two-sided 95% multiplier of Student's t
   summary(xs)                        n, mean, sd and the two-sided 95% t interval (None for n < 2)
   paired_difference(x, y)            x - y over the seeds both have, summarized as above
   verdict(ci_low, ci_high, sign)     "supports" / "contradicts" / "unresolved": what the raw interval says
@@ -102,12 +103,17 @@ def t_quantile(p, df):
     return 0.5 * (lo + hi)
 
 
+def t_critical(df):
+    """The two-sided CONFIDENCE multiplier of Student's t with df degrees of freedom (4.30 at df = 2)."""
+    return t_quantile(0.5 + CONFIDENCE / 2.0, df)
+
+
 def summary(xs):
     """{"n", "mean", "sd", "ci95": [low, high] or None, "half_width"}: the Student-t interval needs n >= 2."""
     xs = list(xs)
     out = {"n": len(xs), "mean": mean(xs) if xs else None, "sd": sample_sd(xs), "ci95": None, "half_width": None}
     if out["sd"] is not None:
-        half = t_quantile(0.5 + CONFIDENCE / 2.0, len(xs) - 1) * out["sd"] / math.sqrt(len(xs))
+        half = t_critical(len(xs) - 1) * out["sd"] / math.sqrt(len(xs))
         out["ci95"] = [out["mean"] - half, out["mean"] + half]
         out["half_width"] = half
     return out
@@ -291,13 +297,13 @@ def half_width_probability(sd, k, h):
         raise ValueError(f"half_width_probability: needs k >= 2 seeds, got {k}")
     if sd == 0.0:
         return 1.0
-    s_max = h * math.sqrt(k) / t_quantile(0.5 + CONFIDENCE / 2.0, k - 1)
+    s_max = h * math.sqrt(k) / t_critical(k - 1)
     return chi2_cdf((k - 1) * s_max * s_max / (sd * sd), k - 1)
 
 
 def seeds_for_half_width(sd, h, most=1000):
     """The fewest seeds n >= 2 with t(n - 1) sd / sqrt(n) <= h (None beyond `most`)."""
     for n in range(2, most + 1):
-        if t_quantile(0.5 + CONFIDENCE / 2.0, n - 1) * sd / math.sqrt(n) <= h:
+        if t_critical(n - 1) * sd / math.sqrt(n) <= h:
             return n
     return None

@@ -133,6 +133,11 @@ class Cli(unittest.TestCase):
         p = run(self.a)
         self.assertEqual(p.returncode, 2)
         self.assertIn(os.path.join(self.a, "train", "0002", "result.json") + ": field config", p.stderr)
+        with open(os.path.join(self.c, "records.jsonl"), "a") as f:
+            f.write("{broken\n")
+        p = run(self.c)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(os.path.join(self.c, "records.jsonl") + ": line 2: not a JSON record", p.stderr)
         for bad in (("--seeds", "1"), ("--half-width", "0")):
             p = run(self.b, *bad)
             self.assertEqual(p.returncode, 2, bad)
